@@ -1,0 +1,28 @@
+/**
+ * Bearer API-key authentication for `/v1`. The resolved organization is the only scope a
+ * request ever works in: handlers read it from `res.locals.principal`, never from the body.
+ */
+import type { RequestHandler, Response } from 'express';
+import { AppError } from '../domain/errors.ts';
+import { authenticateApiKey, type Database, type Principal } from '../store/index.ts';
+
+export function requireApiKey(db: Database): RequestHandler {
+  return async (req, res, next) => {
+    const header = req.get('authorization') ?? '';
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    const principal = match?.[1] ? await authenticateApiKey(db, match[1]) : null;
+    if (!principal) {
+      res.set('WWW-Authenticate', 'Bearer realm="opspad"');
+      throw new AppError(
+        'unauthorized',
+        match ? 'The API key is not valid or was revoked.' : 'Send an API key as "Authorization: Bearer <api_key>".',
+      );
+    }
+    res.locals.principal = principal;
+    next();
+  };
+}
+
+export function principalOf(res: Response): Principal {
+  return res.locals.principal as Principal;
+}

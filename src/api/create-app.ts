@@ -1,0 +1,55 @@
+/**
+ * Builds the express app without listening, so tests and the composition root can mount it
+ * wherever they need.
+ */
+import express from 'express';
+import { AppError } from '../domain/errors.ts';
+import type { Logger } from '../logger.ts';
+import type { Database } from '../store/index.ts';
+import type { ToolRegistry } from '../tools/registry.ts';
+import { requireApiKey } from './auth.ts';
+import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
+import { contextRouter } from './routes/context.ts';
+import { healthRouter, type Readiness } from './routes/health.ts';
+import { toolsRouter } from './routes/tools.ts';
+
+export interface AppDeps {
+  db: Database;
+  tools: ToolRegistry;
+  logger: Logger;
+  readiness: Readiness;
+  /** OPSPAD_MAX_BODY_BYTES */
+  maxBodyBytes: number;
+}
+
+const NUL_ESCAPE = Buffer.from('\\u0000');
+
+/**
+ * Postgres text cannot hold U+0000; refuse it at the edge with a clear error instead of letting
+ * the database fail halfway through a request.
+ */
+function rejectNulCharacters(_req: unknown, _res: unknown, body: Buffer): void {
+  if (body.includes(NUL_ESCAPE)) {
+    throw new AppError('validation_failed', 'Strings must not contain the NUL character (\\u0000).', {
+      field: '(body)',
+    });
+  }
+}
+
+export function createApp(deps: AppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.use(healthRouter(deps.readiness));
+
+  const v1 = express.Router();
+  // Authenticate before reading a body that may be tens of megabytes.
+  v1.use(requireApiKey(deps.db));
+  v1.use(express.json({ limit: deps.maxBodyBytes, verify: rejectNulCharacters }));
+  v1.use(toolsRouter(deps.tools));
+  v1.use(contextRouter(deps.db));
+  app.use('/v1', v1);
+
+  app.use(notFoundHandler);
+  app.use(errorMiddleware(deps.logger, deps.maxBodyBytes));
+  return app;
+}

@@ -1,0 +1,42 @@
+/**
+ * The one place errors become HTTP responses: `{error: {code, message, details}}` with the
+ * status the code maps to. Unexpected errors are logged with their stack and answered as a
+ * plain 500 without internals.
+ */
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { AppError, errorBody, httpStatusOf, toAppError } from '../domain/errors.ts';
+import type { Logger } from '../logger.ts';
+
+/** Errors raised by express.json (body-parser) carry a `type`; turn them into ours. */
+function fromBodyParser(error: unknown, maxBytes: number): AppError | null {
+  const type = (error as { type?: unknown } | null)?.type;
+  if (type === 'entity.too.large') {
+    return new AppError(
+      'body_too_large',
+      `The request body is larger than the limit of ${maxBytes} bytes (OPSPAD_MAX_BODY_BYTES). Send fewer items per call.`,
+      { field: '(body)', limit_bytes: maxBytes },
+    );
+  }
+  if (type === 'entity.parse.failed') {
+    return new AppError('invalid_json', 'The request body is not valid JSON.', { field: '(body)' });
+  }
+  if ((typeof type === 'string' && type.startsWith('encoding.')) || type === 'charset.unsupported') {
+    return new AppError('validation_failed', 'The request body must be UTF-8 encoded JSON.', { field: '(body)' });
+  }
+  return null;
+}
+
+export function errorMiddleware(logger: Logger, maxBodyBytes: number): ErrorRequestHandler {
+  return (error, req, res, _next) => {
+    const appError = fromBodyParser(error, maxBodyBytes) ?? toAppError(error);
+    if (appError.code === 'internal_error') {
+      logger.error({ err: error, method: req.method, path: req.path }, 'request failed');
+    }
+    res.status(httpStatusOf(appError.code)).json(errorBody(appError));
+  };
+}
+
+export const notFoundHandler: RequestHandler = (req, res) => {
+  const error = new AppError('not_found', `No route ${req.method} ${req.path}.`, { path: req.path });
+  res.status(404).json(errorBody(error));
+};

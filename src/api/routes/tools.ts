@@ -1,0 +1,42 @@
+/**
+ * The tools surface: `GET /v1/tools` (definitions for function calling) and
+ * `POST /v1/conversations/:conversationId/tools/:toolName` (one tool call, the body being the
+ * tool's input JSON).
+ */
+import { Router } from 'express';
+import { AppError } from '../../domain/errors.ts';
+import { toolDefinitions } from '../../tools/definitions.ts';
+import type { ToolRegistry } from '../../tools/registry.ts';
+import { principalOf } from '../auth.ts';
+import { conversationIdOf } from '../params.ts';
+
+export function toolsRouter(tools: ToolRegistry): Router {
+  const router = Router();
+  const definitions = toolDefinitions();
+
+  router.get('/tools', (_req, res) => {
+    res.json({ tools: definitions });
+  });
+
+  router.post('/conversations/:conversationId/tools/:toolName', async (req, res) => {
+    const conversationId = conversationIdOf(req.params);
+    const principal = principalOf(res);
+    const toolName = String(req.params.toolName);
+    if (req.body === undefined) {
+      throw new AppError(
+        'validation_failed',
+        'Send the tool input as a JSON body with "Content-Type: application/json".',
+        {
+          field: '(body)',
+        },
+      );
+    }
+    const result = await tools.execute(toolName, req.body, {
+      scope: { organizationId: principal.organizationId, conversationId },
+      actor: `api_key:${principal.keyId}`,
+    });
+    res.json(result);
+  });
+
+  return router;
+}

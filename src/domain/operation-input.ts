@@ -1,0 +1,181 @@
+/**
+ * Input of the `manage_assistant_operation` tool: one zod schema per action, joined as a
+ * discriminated union on `action`. These schemas are the single source for validation and for
+ * the JSON Schema handed to models (see tools/definitions.ts).
+ *
+ * Optional fields accept `null` as "not given": function-calling models in strict mode send
+ * null for every field they leave out. Defaults are applied by the executor, and published in
+ * the JSON Schema through `.meta({ default })`.
+ */
+import { z } from 'zod';
+
+export const OPERATION_DEFAULTS = {
+  batchSize: 5,
+  leaseSeconds: 300,
+  failuresPageSize: 50,
+} as const;
+
+export const MAX_ITEM_ID_LENGTH = 512;
+export const MAX_BATCH_SIZE = 10_000;
+
+const operationId = z.uuid({ error: 'must be an operation id (a UUID) returned by create' });
+
+const itemId = z
+  .string({ error: 'must be a string' })
+  .min(1, 'must not be empty')
+  .max(MAX_ITEM_ID_LENGTH, `must be at most ${MAX_ITEM_ID_LENGTH} characters`);
+
+const leaseOwner = z
+  .string()
+  .min(1)
+  .max(200)
+  .nullish()
+  .describe(
+    'Who is working on the batch. Leave empty when the assistant itself processes items; workers pass their own id.',
+  );
+
+export const CreateInput = z.strictObject({
+  action: z.literal('create'),
+  operation_type: z
+    .string()
+    .min(1, 'must not be empty')
+    .max(64, 'must be at most 64 characters')
+    .describe('A short label for the work, e.g. "send_sms" or "update_contacts".'),
+  total_items: z
+    .number()
+    .int()
+    .min(1)
+    .describe('How many items the operation holds; must equal the length of item_ids.'),
+  item_ids: z
+    .array(itemId)
+    .min(1, 'must hold at least one id')
+    .describe('Every item id to process, each unique, in processing order.'),
+  batch_size: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_BATCH_SIZE)
+    .nullish()
+    .meta({ default: OPERATION_DEFAULTS.batchSize })
+    .describe('Items per batch returned by progress.'),
+  query_params: z
+    .record(z.string(), z.unknown())
+    .nullish()
+    .describe('The filter that produced the ids, kept so the work can be explained or redone.'),
+  notes: z.string().max(2000).nullish().describe('Free-form notes shown with the operation.'),
+  execution: z
+    .enum(['assistant', 'background'])
+    .nullish()
+    .describe('"assistant": you process each batch yourself via progress/update. "background": workers do it.'),
+});
+
+export const ProgressInput = z.strictObject({
+  action: z.literal('progress'),
+  operation_id: operationId.nullish().describe('Omit to use the conversation’s active operation.'),
+  lease_owner: leaseOwner,
+  lease_seconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(86_400)
+    .nullish()
+    .meta({ default: OPERATION_DEFAULTS.leaseSeconds })
+    .describe('How long the batch stays reserved for you before it is handed out again.'),
+});
+
+export const UpdateInput = z.strictObject({
+  action: z.literal('update'),
+  operation_id: operationId,
+  completed_ids: z.array(itemId).max(MAX_BATCH_SIZE).nullish().describe('Ids processed successfully.'),
+  failed: z
+    .array(
+      z.strictObject({
+        id: itemId,
+        reason: z.string().min(1, 'must say why the item failed').max(2000),
+      }),
+    )
+    .max(MAX_BATCH_SIZE)
+    .nullish()
+    .describe('Ids that failed, each with the reason.'),
+  lease_owner: leaseOwner,
+});
+
+export const CompleteInput = z.strictObject({
+  action: z.literal('complete'),
+  operation_id: operationId,
+  force: z
+    .boolean()
+    .nullish()
+    .meta({ default: false })
+    .describe('Complete even though items remain; they are recorded as abandoned.'),
+});
+
+export const ResumeInput = z.strictObject({
+  action: z.literal('resume'),
+  operation_id: operationId,
+});
+
+export const PauseInput = z.strictObject({
+  action: z.literal('pause'),
+  operation_id: operationId.nullish().describe('Omit to pause the active operation.'),
+});
+
+export const CancelInput = z.strictObject({
+  action: z.literal('cancel'),
+  operation_id: operationId,
+});
+
+export const GetInput = z.strictObject({
+  action: z.literal('get'),
+  operation_id: operationId.nullish().describe('Omit to use the active operation.'),
+  failures_cursor: z
+    .string()
+    .regex(/^\d{1,10}$/, 'must be the next_failures_cursor returned by a previous get')
+    .nullish()
+    .describe('Continue the list of failures where the previous get stopped.'),
+  failures_limit: z.number().int().min(1).max(500).nullish().meta({ default: OPERATION_DEFAULTS.failuresPageSize }),
+});
+
+export const RetryFailedInput = z.strictObject({
+  action: z.literal('retry_failed'),
+  operation_id: operationId,
+  batch_size: z.number().int().min(1).max(MAX_BATCH_SIZE).nullish(),
+});
+
+export const OPERATION_ACTIONS = [
+  'create',
+  'progress',
+  'update',
+  'complete',
+  'resume',
+  'pause',
+  'cancel',
+  'get',
+  'retry_failed',
+] as const;
+
+export const OperationToolInput = z.discriminatedUnion(
+  'action',
+  [
+    CreateInput,
+    ProgressInput,
+    UpdateInput,
+    CompleteInput,
+    ResumeInput,
+    PauseInput,
+    CancelInput,
+    GetInput,
+    RetryFailedInput,
+  ],
+  {
+    error: (issue) => (issue.code === 'invalid_union' ? `must be one of: ${OPERATION_ACTIONS.join(', ')}` : undefined),
+  },
+);
+
+export type OperationToolInput = z.infer<typeof OperationToolInput>;
+export type CreateInput = z.infer<typeof CreateInput>;
+export type ProgressInput = z.infer<typeof ProgressInput>;
+export type UpdateInput = z.infer<typeof UpdateInput>;
+export type CompleteInput = z.infer<typeof CompleteInput>;
+export type GetInput = z.infer<typeof GetInput>;
+export type RetryFailedInput = z.infer<typeof RetryFailedInput>;

@@ -1,0 +1,73 @@
+/**
+ * Operations: their states, the small state kept in `state_json`, and the count arithmetic
+ * every surface (tool, context fragment, workers) shares so the numbers mean the same
+ * everywhere.
+ */
+
+export const OPERATION_STATUS = ['active', 'paused', 'completed', 'cancelled'] as const;
+export type OperationStatus = (typeof OPERATION_STATUS)[number];
+
+export const ITEM_STATUS = ['pending', 'leased', 'completed', 'failed', 'abandoned'] as const;
+export type ItemStatus = (typeof ITEM_STATUS)[number];
+
+export type ExecutionMode = 'assistant' | 'background';
+
+/** The lease owner used when the conversation's assistant processes items itself. */
+export const ASSISTANT_OWNER = 'assistant';
+
+/** The small, bounded state kept in `assistant_operation.state_json`; never item lists. */
+export interface OperationState {
+  /** Every item with a lower ordinal is leased or recorded: leasing scans from here. */
+  cursor: number;
+  batch_size: number;
+  execution: ExecutionMode;
+  query_params: Record<string, unknown> | null;
+  notes: string | null;
+  abandoned_count: number;
+  /** Set on operations made by `retry_failed`. */
+  retry_of?: string;
+  /** Why the operation was last paused, shown to the assistant. */
+  paused_reason?: string;
+}
+
+export interface OperationRecord {
+  id: string;
+  conversation_id: string;
+  organization_id: string;
+  operation_type: string;
+  status: OperationStatus;
+  total_items: number;
+  completed_count: number;
+  failed_count: number;
+  state_json: OperationState;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export function isFinished(status: OperationStatus): boolean {
+  return status === 'completed' || status === 'cancelled';
+}
+
+export interface OperationCounts {
+  total_items: number;
+  completed_count: number;
+  failed_count: number;
+  /** Items not yet recorded: pending plus in flight. */
+  remaining_count: number;
+  /** Items leased to a worker or the assistant and not yet recorded. */
+  in_flight_count: number;
+}
+
+export function countsOf(op: OperationRecord, inFlight: number): OperationCounts {
+  return {
+    total_items: op.total_items,
+    completed_count: op.completed_count,
+    failed_count: op.failed_count,
+    remaining_count: remainingOf(op),
+    in_flight_count: inFlight,
+  };
+}
+
+export function remainingOf(op: OperationRecord): number {
+  return op.total_items - op.completed_count - op.failed_count - op.state_json.abandoned_count;
+}

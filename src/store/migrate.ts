@@ -1,0 +1,35 @@
+/**
+ * Applies the committed drizzle-kit migrations in drizzle/. On Postgres an advisory lock makes
+ * concurrent starts (several API or worker processes) wait for one migrator instead of racing.
+ */
+import { fileURLToPath } from 'node:url';
+import type { PGlite } from '@electric-sql/pglite';
+import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
+import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
+import type pg from 'pg';
+import type { Database } from './db.ts';
+
+export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.meta.url));
+
+/** An arbitrary constant: the advisory lock key opspad's migrator holds while it runs. */
+const MIGRATION_LOCK_KEY = 7_303_140_001;
+
+export async function runMigrations(db: Database & ({ pool: pg.Pool } | { pglite: PGlite })): Promise<void> {
+  if ('pglite' in db) {
+    await migratePglite(drizzlePglite({ client: db.pglite }), { migrationsFolder: MIGRATIONS_FOLDER });
+    return;
+  }
+  const client = await db.pool.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    try {
+      await migratePg(drizzlePg({ client }), { migrationsFolder: MIGRATIONS_FOLDER });
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+    }
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,647 @@
+/**
+ * Operations: every action of the operation tool as one transaction. Each action that changes
+ * an operation locks its row first (`FOR UPDATE`), so leases, records, pauses and cancels of one
+ * operation are serialized by Postgres — correct across any number of API and worker processes —
+ * while different operations never wait for each other.
+ */
+import { AppError } from '../domain/errors.ts';
+import {
+  countsOf,
+  type ExecutionMode,
+  isFinished,
+  type OperationCounts,
+  type OperationRecord,
+  type OperationState,
+  remainingOf,
+} from '../domain/operation.ts';
+import { type ConversationScope, ensureConversation } from './conversation-repo.ts';
+import type { Database, Queryable } from './db.ts';
+import { appendEvent } from './event-repo.ts';
+import {
+  abandonUnrecorded,
+  copyFailedItems,
+  countInFlight,
+  type FailureRow,
+  failuresPage,
+  findItems,
+  insertItems,
+  leaseNext,
+  markCompleted,
+  markFailed,
+  releaseExpiredLeases,
+  renewOwnLease,
+} from './item-sql.ts';
+
+/** At most this many offending ids are named in an error; the count says how many in all. */
+const MAX_NAMED_IDS = 20;
+
+const OPERATION_COLUMNS = `id, conversation_id, organization_id, operation_type, status, total_items,
+  completed_count, failed_count, state_json, created_at, updated_at`;
+
+function operationNotFound(operationId: string): AppError {
+  return new AppError('not_found', `Operation ${operationId} was not found in this conversation.`, {
+    operation_id: operationId,
+  });
+}
+
+/** Locks and returns the operation, scoped to the organization and conversation. */
+async function lockOperation(tx: Queryable, scope: ConversationScope, operationId: string): Promise<OperationRecord> {
+  const rows = await tx.query<OperationRecord>(
+    `SELECT ${OPERATION_COLUMNS} FROM assistant_operation
+     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3
+     FOR UPDATE`,
+    [operationId, scope.organizationId, scope.conversationId],
+  );
+  const op = rows[0];
+  if (!op) {
+    throw operationNotFound(operationId);
+  }
+  return op;
+}
+
+/** The id of the conversation's active operation, or a 404 that points at the paused ones. */
+async function activeOperationId(tx: Queryable, scope: ConversationScope): Promise<string> {
+  const rows = await tx.query<{ id: string; status: string }>(
+    `SELECT id, status FROM assistant_operation
+     WHERE organization_id = $1 AND conversation_id = $2 AND status IN ('active', 'paused')
+     ORDER BY (status = 'active') DESC, updated_at DESC LIMIT 6`,
+    [scope.organizationId, scope.conversationId],
+  );
+  const active = rows.find((r) => r.status === 'active');
+  if (active) {
+    return active.id;
+  }
+  const paused = rows.map((r) => r.id);
+  throw new AppError(
+    'no_active_operation',
+    paused.length > 0
+      ? `No operation is active in this conversation. Resume a paused one with {"action":"resume","operation_id":"${paused[0]}"}, or pass operation_id.`
+      : 'No operation is active in this conversation. Create one with {"action":"create", ...}.',
+    { paused_operation_ids: paused },
+  );
+}
+
+async function resolveOperationId(tx: Queryable, scope: ConversationScope, operationId: string | null | undefined) {
+  return operationId ?? (await activeOperationId(tx, scope));
+}
+
+/** Pauses the conversation's active operation, if any, other than `exceptId`. */
+async function pauseActive(
+  tx: Queryable,
+  scope: ConversationScope,
+  actor: string,
+  reason: string,
+  exceptId?: string,
+): Promise<string | null> {
+  const rows = await tx.query<{ id: string }>(
+    `UPDATE assistant_operation
+     SET status = 'paused', updated_at = now(),
+         state_json = state_json || jsonb_build_object('paused_reason', $4::text)
+     WHERE organization_id = $1 AND conversation_id = $2 AND status = 'active'
+       AND id IS DISTINCT FROM $3::uuid
+     RETURNING id`,
+    [scope.organizationId, scope.conversationId, exceptId ?? null, reason],
+  );
+  const paused = rows[0]?.id ?? null;
+  if (paused) {
+    await appendEvent(tx, {
+      operationId: paused,
+      organizationId: scope.organizationId,
+      kind: 'paused',
+      actor,
+      data: { reason },
+    });
+  }
+  return paused;
+}
+
+async function setStatus(
+  tx: Queryable,
+  operationId: string,
+  status: OperationRecord['status'],
+  statePatch: Partial<OperationState> = {},
+): Promise<OperationRecord> {
+  const rows = await tx.query<OperationRecord>(
+    `UPDATE assistant_operation
+     SET status = $2, updated_at = now(), state_json = (state_json || $3::jsonb) - $4::text[]
+     WHERE id = $1
+     RETURNING ${OPERATION_COLUMNS}`,
+    [operationId, status, JSON.stringify(statePatch), status === 'paused' ? [] : ['paused_reason']],
+  );
+  return rows[0] as OperationRecord;
+}
+
+export interface CreateOperationParams {
+  operationType: string;
+  itemIds: readonly string[];
+  batchSize: number;
+  queryParams: Record<string, unknown> | null;
+  notes: string | null;
+  execution: ExecutionMode;
+  actor: string;
+}
+
+export interface CreatedOperation {
+  operation: OperationRecord;
+  pausedOperationId: string | null;
+}
+
+/**
+ * Creates an operation with its items, pausing the conversation's active operation in the same
+ * transaction. The caller has validated the ids (non-empty, unique, within limits).
+ */
+export async function createOperation(
+  db: Database,
+  scope: ConversationScope,
+  params: CreateOperationParams,
+  extraState: Partial<OperationState> = {},
+): Promise<CreatedOperation> {
+  return db.transaction(async (tx) => {
+    await ensureConversation(tx, scope, { lock: true });
+    const pausedOperationId = await pauseActive(tx, scope, params.actor, 'a new operation was created');
+    const state: OperationState = {
+      cursor: 0,
+      batch_size: params.batchSize,
+      execution: params.execution,
+      query_params: params.queryParams,
+      notes: params.notes,
+      abandoned_count: 0,
+      ...extraState,
+    };
+    const operation = await insertOperation(tx, scope, params.operationType, params.itemIds.length, state);
+    await insertItems(tx, operation.id, params.itemIds);
+    await appendEvent(tx, {
+      operationId: operation.id,
+      organizationId: scope.organizationId,
+      kind: 'created',
+      actor: params.actor,
+      data: { total_items: operation.total_items, batch_size: params.batchSize, execution: params.execution },
+    });
+    return { operation, pausedOperationId };
+  });
+}
+
+async function insertOperation(
+  tx: Queryable,
+  scope: ConversationScope,
+  operationType: string,
+  totalItems: number,
+  state: OperationState,
+): Promise<OperationRecord> {
+  const rows = await tx.query<OperationRecord>(
+    `INSERT INTO assistant_operation
+       (conversation_id, organization_id, operation_type, status, total_items, state_json)
+     VALUES ($1, $2, $3, 'active', $4, $5::jsonb)
+     RETURNING ${OPERATION_COLUMNS}`,
+    [scope.conversationId, scope.organizationId, operationType, totalItems, JSON.stringify(state)],
+  );
+  return rows[0] as OperationRecord;
+}
+
+export interface LeaseParams {
+  operationId?: string | null;
+  owner: string;
+  leaseSeconds: number;
+}
+
+export interface LeaseResult {
+  operation: OperationRecord;
+  batch: string[];
+  counts: OperationCounts;
+}
+
+/**
+ * The `progress` action: the caller's current batch if it holds one (its lease renewed),
+ * otherwise the next batch from the cursor, leased to the caller. Expired leases go back to
+ * pending first. Paused and finished operations hand out no new batch.
+ */
+export async function leaseBatch(db: Database, scope: ConversationScope, params: LeaseParams): Promise<LeaseResult> {
+  return db.transaction(async (tx) => {
+    const operationId = await resolveOperationId(tx, scope, params.operationId);
+    let op = await lockOperation(tx, scope, operationId);
+    let batch = isFinished(op.status) ? [] : await renewOwnLease(tx, op.id, params.owner, params.leaseSeconds);
+    if (batch.length === 0 && op.status === 'active') {
+      let cursor = op.state_json.cursor;
+      const expired = await releaseExpiredLeases(tx, op.id);
+      if (expired.released > 0 && expired.lowestOrdinal !== null) {
+        cursor = Math.min(cursor, expired.lowestOrdinal);
+        await appendEvent(tx, {
+          operationId: op.id,
+          organizationId: scope.organizationId,
+          kind: 'lease_expired',
+          actor: params.owner,
+          data: { released: expired.released },
+        });
+      }
+      batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, cursor, op.state_json.batch_size);
+      const last = batch.at(-1);
+      // Nothing pending at or after the cursor: jump it to the end so later scans are empty.
+      const nextCursor = last ? last.ordinal + 1 : op.total_items;
+      if (nextCursor !== op.state_json.cursor) {
+        const rows = await tx.query<OperationRecord>(
+          `UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', to_jsonb($2::int)),
+             updated_at = now()
+           WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
+          [op.id, nextCursor],
+        );
+        op = rows[0] as OperationRecord;
+      }
+      if (batch.length > 0) {
+        await appendEvent(tx, {
+          operationId: op.id,
+          organizationId: scope.organizationId,
+          kind: 'batch_leased',
+          actor: params.owner,
+          data: { count: batch.length, first_ordinal: batch[0]?.ordinal, last_ordinal: last?.ordinal },
+        });
+      }
+    }
+    const inFlight = await countInFlight(tx, op.id);
+    return { operation: op, batch: batch.map((b) => b.item_id), counts: countsOf(op, inFlight) };
+  });
+}
+
+export interface RecordParams {
+  operationId: string;
+  completedIds: readonly string[];
+  failed: readonly { id: string; reason: string }[];
+  owner: string;
+}
+
+export interface RecordResult {
+  operation: OperationRecord;
+  counts: OperationCounts;
+  /** Ids that were already recorded before this call: ignored, counted once. */
+  alreadyRecorded: string[];
+  /** Ids leased to someone else whose lease is still live: not recorded by this call. */
+  leaseConflicts: string[];
+}
+
+function namedIds(ids: readonly string[]): string {
+  const shown = ids
+    .slice(0, MAX_NAMED_IDS)
+    .map((id) => JSON.stringify(id))
+    .join(', ');
+  return ids.length > MAX_NAMED_IDS ? `${shown} and ${ids.length - MAX_NAMED_IDS} more` : shown;
+}
+
+/**
+ * The `update` action: records outcomes idempotently, in one transaction with the counters. An
+ * item is recorded only if it is pending, leased to the reporter, or its lease has expired — a
+ * late worker never overwrites the result of the one that took its lease over.
+ */
+export async function recordResults(
+  db: Database,
+  scope: ConversationScope,
+  params: RecordParams,
+): Promise<RecordResult> {
+  const completedIds = [...new Set(params.completedIds)];
+  const failedById = new Map(params.failed.map((f) => [f.id, f.reason]));
+  const both = completedIds.filter((id) => failedById.has(id));
+  if (both.length > 0) {
+    throw new AppError(
+      'validation_failed',
+      `Invalid input: completed_ids and failed both name ${namedIds(both)}; report each item once, as completed or as failed.`,
+      { issues: [{ field: 'failed', message: 'ids also listed in completed_ids' }], ids: both.slice(0, MAX_NAMED_IDS) },
+    );
+  }
+  const requested = [...completedIds, ...failedById.keys()];
+
+  return db.transaction(async (tx) => {
+    let op = await lockOperation(tx, scope, params.operationId);
+    if (isFinished(op.status)) {
+      throw new AppError(
+        'operation_finished',
+        `Operation ${op.id} is ${op.status}; its results can no longer change.`,
+        { operation_id: op.id, status: op.status },
+      );
+    }
+    const found = requested.length > 0 ? await findItems(tx, op.id, requested) : [];
+    if (found.length < requested.length) {
+      const known = new Set(found.map((f) => f.item_id));
+      const unknown = requested.filter((id) => !known.has(id));
+      throw new AppError(
+        'unknown_item_ids',
+        `Operation ${op.id} has no item ${namedIds(unknown)}; nothing was recorded. Report only ids returned by progress.`,
+        { operation_id: op.id, unknown_ids: unknown.slice(0, MAX_NAMED_IDS), unknown_count: unknown.length },
+      );
+    }
+
+    const alreadyRecorded: string[] = [];
+    const leaseConflicts: string[] = [];
+    const completedOrdinals: number[] = [];
+    const failedOrdinals: number[] = [];
+    const failedReasons: string[] = [];
+    for (const item of found) {
+      if (item.status === 'completed' || item.status === 'failed' || item.status === 'abandoned') {
+        alreadyRecorded.push(item.item_id);
+      } else if (item.status === 'leased' && item.lease_owner !== params.owner && !item.lease_expired) {
+        leaseConflicts.push(item.item_id);
+      } else {
+        const reason = failedById.get(item.item_id);
+        if (reason === undefined) {
+          completedOrdinals.push(item.ordinal);
+        } else {
+          failedOrdinals.push(item.ordinal);
+          failedReasons.push(reason);
+        }
+      }
+    }
+
+    const completed = await markCompleted(tx, op.id, completedOrdinals);
+    const failed = await markFailed(tx, op.id, failedOrdinals, failedReasons);
+    if (completed + failed > 0) {
+      const rows = await tx.query<OperationRecord>(
+        `UPDATE assistant_operation
+         SET completed_count = completed_count + $2, failed_count = failed_count + $3, updated_at = now()
+         WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
+        [op.id, completed, failed],
+      );
+      op = rows[0] as OperationRecord;
+      await appendEvent(tx, {
+        operationId: op.id,
+        organizationId: scope.organizationId,
+        kind: 'batch_recorded',
+        actor: params.owner,
+        data: { completed, failed, already_recorded: alreadyRecorded.length, lease_conflicts: leaseConflicts.length },
+      });
+    }
+    const inFlight = await countInFlight(tx, op.id);
+    return { operation: op, counts: countsOf(op, inFlight), alreadyRecorded, leaseConflicts };
+  });
+}
+
+export interface FinishResult {
+  operation: OperationRecord;
+  counts: OperationCounts;
+  abandoned: number;
+}
+
+/** The `complete` action. Refuses while items remain unless `force` (they become abandoned). */
+export async function completeOperation(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string,
+  { force, actor }: { force: boolean; actor: string },
+): Promise<FinishResult> {
+  return db.transaction(async (tx) => {
+    let op = await lockOperation(tx, scope, operationId);
+    if (op.status === 'completed') {
+      return { operation: op, counts: countsOf(op, 0), abandoned: op.state_json.abandoned_count };
+    }
+    if (op.status === 'cancelled') {
+      throw new AppError('operation_finished', `Operation ${op.id} was cancelled; it cannot be completed.`, {
+        operation_id: op.id,
+        status: op.status,
+      });
+    }
+    const remaining = remainingOf(op);
+    if (remaining > 0 && !force) {
+      throw new AppError(
+        'items_remaining',
+        `Operation ${op.id} still has ${remaining} of ${op.total_items} items not recorded. Keep going with progress/update, or pass "force": true to complete it anyway (they are recorded as abandoned).`,
+        { operation_id: op.id, remaining_count: remaining },
+      );
+    }
+    const abandoned = remaining > 0 ? await abandonUnrecorded(tx, op.id) : 0;
+    op = await setStatus(tx, op.id, 'completed', { abandoned_count: op.state_json.abandoned_count + abandoned });
+    await appendEvent(tx, {
+      operationId: op.id,
+      organizationId: scope.organizationId,
+      kind: 'completed',
+      actor,
+      data: { forced: remaining > 0, abandoned },
+    });
+    return { operation: op, counts: countsOf(op, 0), abandoned };
+  });
+}
+
+/** The `cancel` action: every item not yet recorded, pending or leased, becomes abandoned. */
+export async function cancelOperation(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string,
+  { actor }: { actor: string },
+): Promise<FinishResult> {
+  return db.transaction(async (tx) => {
+    let op = await lockOperation(tx, scope, operationId);
+    if (op.status === 'cancelled') {
+      return { operation: op, counts: countsOf(op, 0), abandoned: op.state_json.abandoned_count };
+    }
+    if (op.status === 'completed') {
+      throw new AppError('operation_finished', `Operation ${op.id} is already completed; it cannot be cancelled.`, {
+        operation_id: op.id,
+        status: op.status,
+      });
+    }
+    const abandoned = await abandonUnrecorded(tx, op.id);
+    op = await setStatus(tx, op.id, 'cancelled', { abandoned_count: op.state_json.abandoned_count + abandoned });
+    await appendEvent(tx, {
+      operationId: op.id,
+      organizationId: scope.organizationId,
+      kind: 'cancelled',
+      actor,
+      data: { abandoned },
+    });
+    return { operation: op, counts: countsOf(op, 0), abandoned: op.state_json.abandoned_count };
+  });
+}
+
+export interface StatusChange {
+  operation: OperationRecord;
+  counts: OperationCounts;
+  pausedOperationId: string | null;
+}
+
+/** The `pause` action. Leased batches may still be recorded; no new batch is handed out. */
+export async function pauseOperation(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string | null | undefined,
+  { actor, reason }: { actor: string; reason: string },
+): Promise<StatusChange> {
+  return db.transaction(async (tx) => {
+    const id = await resolveOperationId(tx, scope, operationId);
+    let op = await lockOperation(tx, scope, id);
+    if (isFinished(op.status)) {
+      throw new AppError('operation_finished', `Operation ${op.id} is ${op.status}; it cannot be paused.`, {
+        operation_id: op.id,
+        status: op.status,
+      });
+    }
+    if (op.status === 'active') {
+      op = await setStatus(tx, op.id, 'paused', { paused_reason: reason });
+      await appendEvent(tx, {
+        operationId: op.id,
+        organizationId: scope.organizationId,
+        kind: 'paused',
+        actor,
+        data: { reason },
+      });
+    }
+    return { operation: op, counts: countsOf(op, await countInFlight(tx, op.id)), pausedOperationId: op.id };
+  });
+}
+
+/** The `resume` action: makes the operation active, pausing the one that was. */
+export async function resumeOperation(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string,
+  { actor }: { actor: string },
+): Promise<StatusChange> {
+  return db.transaction(async (tx) => {
+    await ensureConversation(tx, scope, { lock: true });
+    let op = await lockOperation(tx, scope, operationId);
+    if (isFinished(op.status)) {
+      throw new AppError('operation_finished', `Operation ${op.id} is ${op.status}; it cannot be resumed.`, {
+        operation_id: op.id,
+        status: op.status,
+      });
+    }
+    let pausedOperationId: string | null = null;
+    if (op.status === 'paused') {
+      pausedOperationId = await pauseActive(tx, scope, actor, `operation ${op.id} was resumed`, op.id);
+      op = await setStatus(tx, op.id, 'active');
+      await appendEvent(tx, {
+        operationId: op.id,
+        organizationId: scope.organizationId,
+        kind: 'resumed',
+        actor,
+        data: {},
+      });
+    }
+    return { operation: op, counts: countsOf(op, await countInFlight(tx, op.id)), pausedOperationId };
+  });
+}
+
+export interface OperationDetails {
+  operation: OperationRecord;
+  counts: OperationCounts;
+  failures: FailureRow[];
+  /** Pass back to continue the failures list; null when it is complete. */
+  nextFailuresCursor: string | null;
+}
+
+/** The `get` action: the operation with one page of failures and their reasons. */
+export async function getOperation(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string | null | undefined,
+  page: { after: number; limit: number },
+): Promise<OperationDetails> {
+  const id = await resolveOperationId(db, scope, operationId);
+  const rows = await db.query<OperationRecord>(
+    `SELECT ${OPERATION_COLUMNS} FROM assistant_operation
+     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3`,
+    [id, scope.organizationId, scope.conversationId],
+  );
+  const op = rows[0];
+  if (!op) {
+    throw operationNotFound(id);
+  }
+  const failures = await failuresPage(db, op.id, page.after, page.limit + 1);
+  const more = failures.length > page.limit;
+  const shown = more ? failures.slice(0, page.limit) : failures;
+  return {
+    operation: op,
+    counts: countsOf(op, await countInFlight(db, op.id)),
+    failures: shown,
+    nextFailuresCursor: more ? String(shown.at(-1)?.ordinal) : null,
+  };
+}
+
+/**
+ * The `retry_failed` action: a new active operation (same type, query_params) over the failed
+ * items of `operationId`, copied inside Postgres without passing through this process.
+ */
+export async function retryFailed(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string,
+  { batchSize, actor }: { batchSize: number | null; actor: string },
+): Promise<CreatedOperation> {
+  return db.transaction(async (tx) => {
+    await ensureConversation(tx, scope, { lock: true });
+    const source = await lockOperation(tx, scope, operationId);
+    if (source.failed_count === 0) {
+      throw new AppError('nothing_to_retry', `Operation ${source.id} has no failed items to retry.`, {
+        operation_id: source.id,
+      });
+    }
+    const pausedOperationId = await pauseActive(tx, scope, actor, 'a retry operation was created');
+    const state: OperationState = {
+      cursor: 0,
+      batch_size: batchSize ?? source.state_json.batch_size,
+      execution: source.state_json.execution,
+      query_params: source.state_json.query_params,
+      notes: source.state_json.notes,
+      abandoned_count: 0,
+      retry_of: source.id,
+    };
+    let operation = await insertOperation(tx, scope, source.operation_type, source.failed_count, state);
+    const copied = await copyFailedItems(tx, source.id, operation.id);
+    if (copied !== source.failed_count) {
+      // The counter and the rows disagree; trust the rows.
+      const rows = await tx.query<OperationRecord>(
+        `UPDATE assistant_operation SET total_items = $2 WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
+        [operation.id, copied],
+      );
+      operation = rows[0] as OperationRecord;
+    }
+    await appendEvent(tx, {
+      operationId: operation.id,
+      organizationId: scope.organizationId,
+      kind: 'created',
+      actor,
+      data: { total_items: copied, retry_of: source.id },
+    });
+    await appendEvent(tx, {
+      operationId: source.id,
+      organizationId: scope.organizationId,
+      kind: 'retried',
+      actor,
+      data: { retry_operation_id: operation.id, items: copied },
+    });
+    return { operation, pausedOperationId };
+  });
+}
+
+export interface OpenOperationsPage {
+  operations: (OperationRecord & { in_flight_count: number })[];
+  /** Active and paused operations in the conversation, including those not in the page. */
+  total: number;
+}
+
+/**
+ * The conversation's active and paused operations, the active one first and then the most
+ * recently touched, at most `limit` of them: the context fragment's work is bounded whatever
+ * the number of operations.
+ */
+export async function listOpenOperations(
+  db: Queryable,
+  scope: ConversationScope,
+  limit: number,
+): Promise<OpenOperationsPage> {
+  const operations = await db.query<OperationRecord & { in_flight_count: number }>(
+    `SELECT ${OPERATION_COLUMNS},
+       (SELECT count(*)::int FROM assistant_operation_item i
+        WHERE i.operation_id = o.id AND i.status = 'leased') AS in_flight_count
+     FROM assistant_operation o
+     WHERE organization_id = $1 AND conversation_id = $2 AND status IN ('active', 'paused')
+     ORDER BY (status = 'active') DESC, updated_at DESC, id
+     LIMIT $3`,
+    [scope.organizationId, scope.conversationId, limit],
+  );
+  const total =
+    operations.length < limit
+      ? operations.length
+      : ((
+          await db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM assistant_operation
+             WHERE organization_id = $1 AND conversation_id = $2 AND status IN ('active', 'paused')`,
+            [scope.organizationId, scope.conversationId],
+          )
+        )[0]?.n ?? 0);
+  return { operations, total };
+}

@@ -1,0 +1,57 @@
+/**
+ * Organizations and their API keys. A key is shown once, when created; only its SHA-256 is
+ * stored, and requests are matched by hash, so the database never holds a usable key and the
+ * lookup leaks nothing about how close a wrong key came.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { Queryable } from './db.ts';
+
+const KEY_PREFIX = 'opk_';
+
+export function hashApiKey(apiKey: string): string {
+  return createHash('sha256').update(apiKey, 'utf8').digest('hex');
+}
+
+export interface CreatedApiKey {
+  organization_id: string;
+  api_key: string;
+  key_id: string;
+}
+
+/** Creates an API key for the organization named `organizationName`, creating it when new. */
+export async function createApiKey(db: Queryable, organizationName: string): Promise<CreatedApiKey> {
+  const apiKey = `${KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
+  const rows = await db.query<{ organization_id: string; key_id: string }>(
+    `WITH org AS (
+       INSERT INTO organization (name) VALUES ($1)
+       ON CONFLICT (name) DO UPDATE SET name = excluded.name
+       RETURNING id)
+     INSERT INTO api_key (organization_id, key_hash, key_prefix)
+     SELECT id, $2, $3 FROM org
+     RETURNING organization_id, id AS key_id`,
+    [organizationName, hashApiKey(apiKey), apiKey.slice(0, KEY_PREFIX.length + 6)],
+  );
+  const row = rows[0];
+  if (!row) {
+    throw new Error('creating the API key returned no row');
+  }
+  return { organization_id: row.organization_id, api_key: apiKey, key_id: row.key_id };
+}
+
+export interface Principal {
+  organizationId: string;
+  keyId: string;
+}
+
+/** The organization a (not revoked) key belongs to, or null. */
+export async function authenticateApiKey(db: Queryable, apiKey: string): Promise<Principal | null> {
+  if (!apiKey.startsWith(KEY_PREFIX)) {
+    return null;
+  }
+  const rows = await db.query<{ organization_id: string; id: string }>(
+    'SELECT organization_id, id FROM api_key WHERE key_hash = $1 AND revoked_at IS NULL',
+    [hashApiKey(apiKey)],
+  );
+  const row = rows[0];
+  return row ? { organizationId: row.organization_id, keyId: row.id } : null;
+}

@@ -1,0 +1,142 @@
+/**
+ * The Postgres schema, as drizzle tables. `npm run db:generate` turns changes here into a new
+ * migration under drizzle/; migrations are append-only once committed.
+ *
+ * assistant_operation keeps the reference design's columns, types and indexes exactly. Items do
+ * not live in its state_json: they have their own rows in assistant_operation_item, so recording
+ * a batch touches O(batch) rows whatever the operation's size.
+ */
+import { sql } from 'drizzle-orm';
+import {
+  bigserial,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+  varchar,
+} from 'drizzle-orm/pg-core';
+
+export const organization = pgTable('organization', {
+  id: uuid('id').primaryKey().defaultRandom(),
+  name: text('name').notNull().unique(),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/** Only a SHA-256 of each key is stored; the key itself is shown once, when created. */
+export const apiKey = pgTable(
+  'api_key',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    keyHash: text('key_hash').notNull().unique(),
+    /** The first characters of the key, so an operator can tell keys apart. */
+    keyPrefix: text('key_prefix').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+  },
+  (t) => [index('idx_api_key_organization').on(t.organizationId)],
+);
+
+export const assistantConversation = pgTable(
+  'assistant_conversation',
+  {
+    id: uuid('id').primaryKey(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('idx_assistant_conversation_organization').on(t.organizationId)],
+);
+
+export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled'] as const;
+
+export const assistantOperation = pgTable(
+  'assistant_operation',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    conversationId: uuid('conversation_id')
+      .notNull()
+      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    operationType: varchar('operation_type', { length: 64 }).notNull(),
+    status: varchar('status', { length: 32 }).notNull(),
+    totalItems: integer('total_items').notNull(),
+    completedCount: integer('completed_count').notNull().default(0),
+    failedCount: integer('failed_count').notNull().default(0),
+    stateJson: jsonb('state_json').notNull().default({}),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('idx_assistant_operation_conversation').on(t.conversationId),
+    index('idx_assistant_operation_org_active').on(t.organizationId, t.status).where(sql`status = 'active'`),
+    // "One active operation per conversation" is a database fact, not only an application rule.
+    uniqueIndex('uq_assistant_operation_one_active').on(t.conversationId).where(sql`status = 'active'`),
+    check('ck_assistant_operation_status', sql`status IN ('active', 'paused', 'completed', 'cancelled')`),
+  ],
+);
+
+export const ITEM_STATUSES = ['pending', 'leased', 'completed', 'failed', 'abandoned'] as const;
+
+export const assistantOperationItem = pgTable(
+  'assistant_operation_item',
+  {
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+    /** Position in the operation's item list, from 0: the cursor and batches follow it. */
+    ordinal: integer('ordinal').notNull(),
+    itemId: varchar('item_id', { length: 512 }).notNull(),
+    status: varchar('status', { length: 16 }).notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+    reason: text('reason'),
+    result: jsonb('result'),
+    updatedAt: timestamp('updated_at', { withTimezone: true }),
+  },
+  (t) => [
+    primaryKey({ columns: [t.operationId, t.ordinal], name: 'pk_assistant_operation_item' }),
+    // `update` names items by id; the index also makes ids unique within an operation.
+    uniqueIndex('uq_assistant_operation_item_id').on(t.operationId, t.itemId),
+    // Small by construction: only the rows in flight. Serves "my current batch", the in-flight
+    // count and the expired-lease sweep without touching finished rows.
+    index('idx_assistant_operation_item_leased').on(t.operationId, t.leaseExpiresAt).where(sql`status = 'leased'`),
+    // The failure page of `get` and `retry_failed` read only failed rows.
+    index('idx_assistant_operation_item_failed').on(t.operationId, t.ordinal).where(sql`status = 'failed'`),
+    check(
+      'ck_assistant_operation_item_status',
+      sql`status IN ('pending', 'leased', 'completed', 'failed', 'abandoned')`,
+    ),
+  ],
+);
+
+/** Append-only audit trail of what happened to each operation, and who did it. */
+export const operationEvent = pgTable(
+  'operation_event',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    kind: varchar('kind', { length: 32 }).notNull(),
+    actor: text('actor').notNull(),
+    data: jsonb('data').notNull().default({}),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('idx_operation_event_operation').on(t.operationId, t.id)],
+);

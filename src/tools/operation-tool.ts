@@ -1,0 +1,253 @@
+/**
+ * `manage_assistant_operation`: the LLM-facing tool over the operation store. Parses the
+ * action with the domain's zod schema, applies the rules no schema can express (counts, unique
+ * ids, limits), calls the store and shapes a response a model can act on.
+ */
+import { AppError } from '../domain/errors.ts';
+import {
+  ASSISTANT_OWNER,
+  type ExecutionMode,
+  type OperationCounts,
+  type OperationRecord,
+} from '../domain/operation.ts';
+import {
+  type CreateInput,
+  type GetInput,
+  OPERATION_DEFAULTS,
+  OperationToolInput,
+  type RetryFailedInput,
+} from '../domain/operation-input.ts';
+import { findDuplicates, parseOrThrow } from '../domain/validation.ts';
+import {
+  type ConversationScope,
+  cancelOperation,
+  completeOperation,
+  createOperation,
+  type Database,
+  getOperation,
+  leaseBatch,
+  pauseOperation,
+  recordResults,
+  resumeOperation,
+  retryFailed,
+} from '../store/index.ts';
+
+export const OPERATION_TOOL_NAME = 'manage_assistant_operation';
+
+/** What the operation tool needs from the rest of opspad. */
+export interface OperationToolDeps {
+  db: Database;
+  /** OPSPAD_MAX_ITEMS: the largest operation a create may make. */
+  maxItems: number;
+  /** Whether a worker handler is registered for the type: then `background` is the default. */
+  hasHandler(operationType: string): boolean;
+  /** Called after an operation became active (create, resume, retry), e.g. to dispatch work. */
+  onActivated?(operation: OperationRecord): Promise<void>;
+}
+
+export interface ToolCallContext {
+  scope: ConversationScope;
+  /** Who is calling, for the audit trail (e.g. `api_key:<id>`). */
+  actor: string;
+}
+
+/** The JSON a tool call answers with. */
+export type ToolResult = Record<string, unknown>;
+
+function checkCreate(input: CreateInput, maxItems: number): void {
+  if (input.item_ids.length > maxItems) {
+    throw new AppError(
+      'too_many_items',
+      `item_ids has ${input.item_ids.length} ids; one operation holds at most ${maxItems} (OPSPAD_MAX_ITEMS). Split the work into several operations.`,
+      { field: 'item_ids', count: input.item_ids.length, max_items: maxItems },
+    );
+  }
+  if (input.total_items !== input.item_ids.length) {
+    throw new AppError(
+      'validation_failed',
+      `Invalid input: total_items: is ${input.total_items} but item_ids holds ${input.item_ids.length} ids; they must be equal.`,
+      {
+        issues: [{ field: 'total_items', message: `must equal item_ids.length (${input.item_ids.length})` }],
+      },
+    );
+  }
+  const duplicates = findDuplicates(input.item_ids, 21);
+  if (duplicates.length > 0) {
+    const shown = duplicates.slice(0, 20).map((id) => JSON.stringify(id));
+    throw new AppError(
+      'duplicate_item_ids',
+      `Invalid input: item_ids: each id must appear once; repeated: ${shown.join(', ')}${duplicates.length > 20 ? ' and more' : ''}.`,
+      { field: 'item_ids', duplicate_ids: duplicates.slice(0, 20) },
+    );
+  }
+}
+
+function operationSummary(op: OperationRecord) {
+  return {
+    operation_id: op.id,
+    status: op.status,
+    operation_type: op.operation_type,
+  };
+}
+
+function nextStep(op: OperationRecord, counts: OperationCounts, batch: readonly string[]): string {
+  if (op.status === 'paused') {
+    return `The operation is paused. Call {"action":"resume","operation_id":"${op.id}"} to continue it.`;
+  }
+  if (op.status !== 'active') {
+    return `The operation is ${op.status}.`;
+  }
+  if (batch.length > 0) {
+    return 'Process these items, then report them with {"action":"update", completed_ids, failed}.';
+  }
+  if (counts.remaining_count === 0) {
+    return `Every item is recorded. Call {"action":"complete","operation_id":"${op.id}"}.`;
+  }
+  return `No batch is free right now: ${counts.in_flight_count} items are being processed by workers.`;
+}
+
+async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: CreateInput): Promise<ToolResult> {
+  checkCreate(input, deps.maxItems);
+  const execution: ExecutionMode =
+    input.execution ?? (deps.hasHandler(input.operation_type) ? 'background' : 'assistant');
+  const batchSize = input.batch_size ?? OPERATION_DEFAULTS.batchSize;
+  const { operation, pausedOperationId } = await createOperation(deps.db, ctx.scope, {
+    operationType: input.operation_type,
+    itemIds: input.item_ids,
+    batchSize,
+    queryParams: input.query_params ?? null,
+    notes: input.notes ?? null,
+    execution,
+    actor: ctx.actor,
+  });
+  await deps.onActivated?.(operation);
+  return {
+    operation_id: operation.id,
+    status: operation.status,
+    operation_type: operation.operation_type,
+    total_items: operation.total_items,
+    batch_size: batchSize,
+    execution,
+    paused_operation_id: pausedOperationId,
+  };
+}
+
+async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInput): Promise<ToolResult> {
+  const details = await getOperation(deps.db, ctx.scope, input.operation_id, {
+    after: input.failures_cursor ? Number(input.failures_cursor) : -1,
+    limit: input.failures_limit ?? OPERATION_DEFAULTS.failuresPageSize,
+  });
+  const op = details.operation;
+  return {
+    ...operationSummary(op),
+    batch_size: op.state_json.batch_size,
+    execution: op.state_json.execution,
+    cursor: op.state_json.cursor,
+    ...details.counts,
+    abandoned_count: op.state_json.abandoned_count,
+    query_params: op.state_json.query_params,
+    notes: op.state_json.notes,
+    retry_of: op.state_json.retry_of ?? null,
+    paused_reason: op.status === 'paused' ? (op.state_json.paused_reason ?? null) : null,
+    created_at: op.created_at.toISOString(),
+    updated_at: op.updated_at.toISOString(),
+    failures: details.failures.map((f) => ({ id: f.item_id, reason: f.reason })),
+    next_failures_cursor: details.nextFailuresCursor,
+  };
+}
+
+async function retry(deps: OperationToolDeps, ctx: ToolCallContext, input: RetryFailedInput): Promise<ToolResult> {
+  const { operation, pausedOperationId } = await retryFailed(deps.db, ctx.scope, input.operation_id, {
+    batchSize: input.batch_size ?? null,
+    actor: ctx.actor,
+  });
+  await deps.onActivated?.(operation);
+  return {
+    operation_id: operation.id,
+    status: operation.status,
+    operation_type: operation.operation_type,
+    total_items: operation.total_items,
+    batch_size: operation.state_json.batch_size,
+    execution: operation.state_json.execution,
+    retry_of: input.operation_id,
+    paused_operation_id: pausedOperationId,
+  };
+}
+
+/** Runs one call of the operation tool; throws {@link AppError} for anything it refuses. */
+export async function executeOperationTool(
+  deps: OperationToolDeps,
+  ctx: ToolCallContext,
+  rawInput: unknown,
+): Promise<ToolResult> {
+  const input = parseOrThrow(OperationToolInput, rawInput, `${OPERATION_TOOL_NAME} input`);
+  switch (input.action) {
+    case 'create':
+      return create(deps, ctx, input);
+    case 'progress': {
+      const { operation, batch, counts } = await leaseBatch(deps.db, ctx.scope, {
+        operationId: input.operation_id,
+        owner: input.lease_owner ?? ASSISTANT_OWNER,
+        leaseSeconds: input.lease_seconds ?? OPERATION_DEFAULTS.leaseSeconds,
+      });
+      return {
+        ...operationSummary(operation),
+        batch,
+        cursor: operation.state_json.cursor,
+        ...counts,
+        next: nextStep(operation, counts, batch),
+      };
+    }
+    case 'update': {
+      const result = await recordResults(deps.db, ctx.scope, {
+        operationId: input.operation_id,
+        completedIds: input.completed_ids ?? [],
+        failed: input.failed ?? [],
+        owner: input.lease_owner ?? ASSISTANT_OWNER,
+      });
+      return {
+        ...operationSummary(result.operation),
+        ...result.counts,
+        already_recorded: result.alreadyRecorded,
+        lease_conflicts: result.leaseConflicts,
+      };
+    }
+    case 'complete': {
+      const { operation, counts, abandoned } = await completeOperation(deps.db, ctx.scope, input.operation_id, {
+        force: input.force ?? false,
+        actor: ctx.actor,
+      });
+      return { ...operationSummary(operation), ...counts, abandoned_count: abandoned };
+    }
+    case 'cancel': {
+      const { operation, counts } = await cancelOperation(deps.db, ctx.scope, input.operation_id, {
+        actor: ctx.actor,
+      });
+      return {
+        ...operationSummary(operation),
+        total_items: counts.total_items,
+        completed_count: counts.completed_count,
+        failed_count: counts.failed_count,
+        abandoned_count: operation.state_json.abandoned_count,
+      };
+    }
+    case 'pause': {
+      const { operation, counts } = await pauseOperation(deps.db, ctx.scope, input.operation_id, {
+        actor: ctx.actor,
+        reason: 'paused by the assistant',
+      });
+      return { ...operationSummary(operation), ...counts };
+    }
+    case 'resume': {
+      const { operation, counts, pausedOperationId } = await resumeOperation(deps.db, ctx.scope, input.operation_id, {
+        actor: ctx.actor,
+      });
+      await deps.onActivated?.(operation);
+      return { ...operationSummary(operation), ...counts, paused_operation_id: pausedOperationId };
+    }
+    case 'get':
+      return get(deps, ctx, input);
+    case 'retry_failed':
+      return retry(deps, ctx, input);
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * A running opspad on a loopback port over a real database, and tenants to call it with. The
+ * Postgres harness shares the run's database (tenants keep tests apart, as they keep customers
+ * apart); the PGlite harness has an in-memory database of its own.
+ */
+import { randomUUID } from 'node:crypto';
+import { inject } from 'vitest';
+import { loadConfig } from '../../src/config/env.ts';
+import { createLogger } from '../../src/logger.ts';
+import { type RunningService, startService } from '../../src/main.ts';
+import {
+  createApiKey,
+  createPgliteDatabase,
+  createPostgresDatabase,
+  type OpspadDatabase,
+  runMigrations,
+} from '../../src/store/index.ts';
+
+export type Engine = 'postgres' | 'pglite';
+export const ENGINES: readonly Engine[] = ['postgres', 'pglite'];
+
+export async function openTestDatabase(engine: Engine): Promise<OpspadDatabase> {
+  if (engine === 'postgres') {
+    return createPostgresDatabase({ connectionString: inject('databaseUrl'), poolSize: 8 });
+  }
+  const db = await createPgliteDatabase();
+  await runMigrations(db);
+  return db;
+}
+
+export interface HttpResult<T = Record<string, unknown>> {
+  status: number;
+  body: T;
+}
+
+export interface Tenant {
+  organizationId: string;
+  apiKey: string;
+  /** Calls a tool in `conversationId` with `input` as the JSON body. */
+  tool<T = Record<string, unknown>>(conversationId: string, input: unknown, toolName?: string): Promise<HttpResult<T>>;
+  op<T = Record<string, unknown>>(conversationId: string, input: unknown): Promise<HttpResult<T>>;
+  context(conversationId: string): Promise<HttpResult<{ text: string; operations: Record<string, unknown>[] }>>;
+  get<T = Record<string, unknown>>(path: string): Promise<HttpResult<T>>;
+}
+
+export interface Harness {
+  url: string;
+  db: OpspadDatabase;
+  service: RunningService;
+  newTenant(): Promise<Tenant>;
+  request<T = Record<string, unknown>>(path: string, init?: RequestInit): Promise<HttpResult<T>>;
+  close(): Promise<void>;
+}
+
+export async function startHarness(engine: Engine, env: Record<string, string> = {}): Promise<Harness> {
+  const db = await openTestDatabase(engine);
+  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', OPSPAD_LOG_LEVEL: 'silent', ...env });
+  const service = await startService({ config, logger: createLogger('silent'), db });
+  const request = async <T>(path: string, init: RequestInit = {}): Promise<HttpResult<T>> => {
+    const response = await fetch(`${service.url}${path}`, init);
+    const text = await response.text();
+    return { status: response.status, body: (text ? JSON.parse(text) : {}) as T };
+  };
+  return {
+    url: service.url,
+    db,
+    service,
+    request,
+    async newTenant() {
+      const created = await createApiKey(db, `org-${randomUUID()}`);
+      const headers = { authorization: `Bearer ${created.api_key}`, 'content-type': 'application/json' };
+      const tool = <T>(conversationId: string, input: unknown, toolName = 'manage_assistant_operation') =>
+        request<T>(`/v1/conversations/${conversationId}/tools/${toolName}`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(input),
+        });
+      return {
+        organizationId: created.organization_id,
+        apiKey: created.api_key,
+        tool,
+        op: (conversationId, input) => tool(conversationId, input),
+        context: (conversationId) => request(`/v1/conversations/${conversationId}/context`, { headers }),
+        get: (path) => request(path, { headers }),
+      };
+    },
+    async close() {
+      await service.close();
+      await db.close();
+    },
+  };
+}
+
+export function ids(count: number, prefix = 'contact'): string[] {
+  return Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`);
+}
