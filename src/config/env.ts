@@ -4,8 +4,11 @@
  */
 import { z } from 'zod';
 
-const port = z.coerce.number().int().min(0).max(65535);
-const positiveInt = z.coerce.number().int().positive();
+const port = z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535, 'must be at most 65535');
+const positiveInt = z.coerce
+  .number({ error: 'must be a whole number' })
+  .int('must be a whole number')
+  .positive('must be greater than 0');
 
 const url = (protocols: readonly string[]) =>
   z

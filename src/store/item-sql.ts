@@ -113,6 +113,20 @@ export async function releaseExpiredLeases(
 }
 
 /**
+ * $1 operation id, $2 owner, $3 lease seconds, $4 cursor, $5 batch size → leased (ordinal,
+ * item_id). Exported for the plan checks in the scale tests.
+ */
+export const LEASE_NEXT_SQL = `UPDATE assistant_operation_item
+     SET status = 'leased', lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3),
+         attempts = attempts + 1, updated_at = now()
+     WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
+       SELECT ordinal FROM assistant_operation_item
+       WHERE operation_id = $1 AND status = 'pending' AND ordinal >= $4
+       ORDER BY ordinal LIMIT $5
+       FOR UPDATE SKIP LOCKED))
+     RETURNING ordinal, item_id`;
+
+/**
  * Leases the next `limit` pending items at or after `cursor` to `owner`. The scan starts at
  * the cursor so it never walks the rows already finished (which would make it O(N)).
  */
@@ -124,18 +138,7 @@ export async function leaseNext(
   cursor: number,
   limit: number,
 ): Promise<LeasedItem[]> {
-  const rows = await tx.query<LeasedItem>(
-    `UPDATE assistant_operation_item
-     SET status = 'leased', lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3),
-         attempts = attempts + 1, updated_at = now()
-     WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
-       SELECT ordinal FROM assistant_operation_item
-       WHERE operation_id = $1 AND status = 'pending' AND ordinal >= $4
-       ORDER BY ordinal LIMIT $5
-       FOR UPDATE SKIP LOCKED))
-     RETURNING ordinal, item_id`,
-    [operationId, owner, leaseSeconds, cursor, limit],
-  );
+  const rows = await tx.query<LeasedItem>(LEASE_NEXT_SQL, [operationId, owner, leaseSeconds, cursor, limit]);
   return rows.sort((a, b) => a.ordinal - b.ordinal);
 }
 
@@ -167,23 +170,34 @@ export async function findItems(tx: Queryable, operationId: string, itemIds: rea
   );
 }
 
-/** Marks items completed; returns how many changed (items already recorded are left alone). */
-export async function markCompleted(tx: Queryable, operationId: string, ordinals: readonly number[]): Promise<number> {
-  if (ordinals.length === 0) {
-    return 0;
-  }
-  const rows = await tx.query<{ n: number }>(
-    `WITH done AS (
+/** $1 operation id, $2 ordinals → count of items that were pending or leased and are now completed. */
+export const MARK_COMPLETED_SQL = `WITH done AS (
        UPDATE assistant_operation_item
        SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL, reason = NULL,
            updated_at = now()
        WHERE operation_id = $1 AND ordinal = ANY($2::int[]) AND status IN ('pending', 'leased')
        RETURNING 1)
-     SELECT count(*)::int AS n FROM done`,
-    [operationId, ordinals],
-  );
+     SELECT count(*)::int AS n FROM done`;
+
+/** Marks items completed; returns how many changed (items already recorded are left alone). */
+export async function markCompleted(tx: Queryable, operationId: string, ordinals: readonly number[]): Promise<number> {
+  if (ordinals.length === 0) {
+    return 0;
+  }
+  const rows = await tx.query<{ n: number }>(MARK_COMPLETED_SQL, [operationId, ordinals]);
   return rows[0]?.n ?? 0;
 }
+
+/** $1 operation id, $2 ordinals, $3 reasons (same order) → count of items now failed. */
+export const MARK_FAILED_SQL = `WITH failed AS (
+       UPDATE assistant_operation_item AS i
+       SET status = 'failed', reason = f.reason, lease_owner = NULL, lease_expires_at = NULL,
+           updated_at = now()
+       FROM unnest($2::int[], $3::text[]) AS f(ordinal, reason)
+       WHERE i.operation_id = $1 AND i.ordinal = ANY($2::int[]) AND i.ordinal = f.ordinal
+         AND i.status IN ('pending', 'leased')
+       RETURNING 1)
+     SELECT count(*)::int AS n FROM failed`;
 
 /**
  * Marks items failed with their reasons. The `ordinal = ANY($2)` condition gives the planner
@@ -198,18 +212,7 @@ export async function markFailed(
   if (ordinals.length === 0) {
     return 0;
   }
-  const rows = await tx.query<{ n: number }>(
-    `WITH failed AS (
-       UPDATE assistant_operation_item AS i
-       SET status = 'failed', reason = f.reason, lease_owner = NULL, lease_expires_at = NULL,
-           updated_at = now()
-       FROM unnest($2::int[], $3::text[]) AS f(ordinal, reason)
-       WHERE i.operation_id = $1 AND i.ordinal = ANY($2::int[]) AND i.ordinal = f.ordinal
-         AND i.status IN ('pending', 'leased')
-       RETURNING 1)
-     SELECT count(*)::int AS n FROM failed`,
-    [operationId, ordinals, reasons],
-  );
+  const rows = await tx.query<{ n: number }>(MARK_FAILED_SQL, [operationId, ordinals, reasons]);
   return rows[0]?.n ?? 0;
 }
 

@@ -1,0 +1,106 @@
+/**
+ * Database facts that hold whatever the application does: migrations build the schema on an
+ * empty database, one active operation per conversation is enforced by a unique index, and
+ * deleting an organization removes everything it owned, items included.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApiKey, createOperation, type OpspadDatabase, runMigrations } from '../../src/store/index.ts';
+import { ENGINES, ids, openTestDatabase } from '../helpers/harness.ts';
+
+describe.each(ENGINES)('the store on %s', (engine) => {
+  let db: OpspadDatabase;
+
+  beforeAll(async () => {
+    db = await openTestDatabase(engine);
+  });
+  afterAll(async () => {
+    await db.close();
+  });
+
+  async function newOperation() {
+    const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
+    const scope = { organizationId: organization_id, conversationId: randomUUID() };
+    const { operation } = await createOperation(db, scope, {
+      operationType: 'send_sms',
+      itemIds: ids(25),
+      batchSize: 5,
+      queryParams: null,
+      notes: null,
+      execution: 'assistant',
+      actor: 'test',
+    });
+    return { scope, operation };
+  }
+
+  it('has applied every migration, and applying them again changes nothing', async () => {
+    await runMigrations(db);
+    const tables = await db.query<{ table_name: string }>(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name`,
+    );
+    expect(tables.map((t) => t.table_name)).toEqual([
+      'api_key',
+      'assistant_conversation',
+      'assistant_operation',
+      'assistant_operation_item',
+      'operation_event',
+      'organization',
+    ]);
+    const indexes = await db.query<{ indexname: string; indexdef: string }>(
+      `SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'assistant_operation' ORDER BY indexname`,
+    );
+    const byName = Object.fromEntries(indexes.map((i) => [i.indexname, i.indexdef]));
+    expect(byName.idx_assistant_operation_conversation).toMatch(/btree \(conversation_id\)$/);
+    expect(byName.idx_assistant_operation_org_active).toMatch(
+      /btree \(organization_id, status\) WHERE \(\(status\)::text = 'active'::text\)/,
+    );
+    expect(byName.uq_assistant_operation_one_active).toMatch(/UNIQUE INDEX .* WHERE \(\(status\)::text = 'active'/);
+  });
+
+  it('refuses a second active operation in a conversation at the database level', async () => {
+    const { scope, operation } = await newOperation();
+    await expect(
+      db.query(
+        `INSERT INTO assistant_operation (conversation_id, organization_id, operation_type, status, total_items)
+         VALUES ($1, $2, 'other', 'active', 1)`,
+        [scope.conversationId, scope.organizationId],
+      ),
+    ).rejects.toThrow(/uq_assistant_operation_one_active/);
+    const rows = await db.query('SELECT id FROM assistant_operation WHERE conversation_id = $1', [scope.conversationId]);
+    expect(rows).toEqual([{ id: operation.id }]);
+  });
+
+  it('deletes operations, items and events with their organization', async () => {
+    const { scope, operation } = await newOperation();
+    const count = async () =>
+      (
+        await db.query<{ n: number }>('SELECT count(*)::int AS n FROM assistant_operation_item WHERE operation_id = $1', [
+          operation.id,
+        ])
+      )[0]?.n;
+    expect(await count()).toBe(25);
+    await db.query('DELETE FROM organization WHERE id = $1', [scope.organizationId]);
+    expect(await count()).toBe(0);
+    const left = await db.query('SELECT 1 FROM operation_event WHERE operation_id = $1', [operation.id]);
+    expect(left).toEqual([]);
+  });
+
+  it('rolls back every row of a create that fails halfway', async () => {
+    const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
+    const scope = { organizationId: organization_id, conversationId: randomUUID() };
+    // Duplicate ids get past no caller of the tool, but the unique index still stops them here.
+    await expect(
+      createOperation(db, scope, {
+        operationType: 'x',
+        itemIds: ['a', 'b', 'a'],
+        batchSize: 5,
+        queryParams: null,
+        notes: null,
+        execution: 'assistant',
+        actor: 'test',
+      }),
+    ).rejects.toThrow();
+    const rows = await db.query('SELECT 1 FROM assistant_operation WHERE organization_id = $1', [organization_id]);
+    expect(rows).toEqual([]);
+  });
+});
