@@ -2,8 +2,9 @@
  * Builds the express app without listening, so tests and the composition root can mount it
  * wherever they need.
  */
-import express from 'express';
+import express, { type RequestHandler } from 'express';
 import { AppError } from '../domain/errors.ts';
+import { findNulCharacter } from '../domain/validation.ts';
 import type { Logger } from '../logger.ts';
 import type { Database } from '../store/index.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
@@ -22,19 +23,21 @@ export interface AppDeps {
   maxBodyBytes: number;
 }
 
-const NUL_ESCAPE = Buffer.from('\\u0000');
-
 /**
- * Postgres text cannot hold U+0000; refuse it at the edge with a clear error instead of letting
- * the database fail halfway through a request.
+ * Postgres text cannot hold U+0000; refuse it at the edge with an error that names the field,
+ * instead of letting the database fail halfway through a request. The parsed body is checked,
+ * not its bytes: a JSON string may spell an innocent backslash followed by "u0000".
  */
-function rejectNulCharacters(_req: unknown, _res: unknown, body: Buffer): void {
-  if (body.includes(NUL_ESCAPE)) {
-    throw new AppError('validation_failed', 'Strings must not contain the NUL character (\\u0000).', {
-      field: '(body)',
+const rejectNulCharacters: RequestHandler = (req, _res, next) => {
+  const issue = findNulCharacter(req.body);
+  if (issue) {
+    throw new AppError('validation_failed', `Invalid input: ${issue.field}: ${issue.message}`, {
+      issues: [issue],
+      total_issues: 1,
     });
   }
-}
+  next();
+};
 
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
@@ -44,7 +47,8 @@ export function createApp(deps: AppDeps): express.Express {
   const v1 = express.Router();
   // Authenticate before reading a body that may be tens of megabytes.
   v1.use(requireApiKey(deps.db));
-  v1.use(express.json({ limit: deps.maxBodyBytes, verify: rejectNulCharacters }));
+  v1.use(express.json({ limit: deps.maxBodyBytes }));
+  v1.use(rejectNulCharacters);
   v1.use(toolsRouter(deps.tools));
   v1.use(contextRouter(deps.db));
   app.use('/v1', v1);

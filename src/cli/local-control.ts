@@ -5,10 +5,10 @@
  * Access is the file system's: whoever may read the data folder may already read the database.
  */
 import { existsSync, rmSync } from 'node:fs';
-import { request, type Server, createServer } from 'node:http';
+import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { createApiKey, type CreatedApiKey, type Database } from '../store/index.ts';
+import { type CreatedApiKey, createApiKey, type Database } from '../store/index.ts';
 
 export function controlSocketPath(dataDir: string): string {
   return join(dataDir, 'control.sock');

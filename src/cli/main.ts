@@ -2,7 +2,7 @@
  * The `opspad` command. Parses the environment once, then runs one subcommand.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, type Config, loadConfig } from '../config/env.ts';
+import { type Config, ConfigError, loadConfig } from '../config/env.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { startService } from '../main.ts';
 import { createApiKey, type OpspadDatabase, openDatabase, runMigrations } from '../store/index.ts';
@@ -40,7 +40,10 @@ async function start(config: Config, logger: Logger): Promise<void> {
   const control = config.DATABASE_URL ? null : await listenLocalControl(config.OPSPAD_DATA_DIR, db);
   const service = await startService({ config, logger, db });
   if (!config.DATABASE_URL) {
-    logger.info({ dataDir: config.OPSPAD_DATA_DIR }, 'using the embedded PGlite database (set DATABASE_URL for Postgres)');
+    logger.info(
+      { dataDir: config.OPSPAD_DATA_DIR },
+      'using the embedded PGlite database (set DATABASE_URL for Postgres)',
+    );
   }
   let stopping = false;
   const shutdown = async (signal: string) => {

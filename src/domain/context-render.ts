@@ -98,7 +98,10 @@ export function renderOperations(
   const lines = [HEADER];
   let length = HEADER.length;
   const shown: OperationSummary[] = [];
-  for (const op of operations) {
+  // The active operation matters most: it goes first even if the caller's order differs, so
+  // it is never the one hidden in the overflow line (which speaks of paused operations).
+  const ordered = [...operations].sort((a, b) => Number(b.status === 'active') - Number(a.status === 'active'));
+  for (const op of ordered) {
     const summary = summarizeOperation(op, op.in_flight_count);
     const entry = entryLines(op, summary);
     const entryLength = entry.reduce((sum, line) => sum + line.length + 1, 0);

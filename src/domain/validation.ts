@@ -66,3 +66,67 @@ export function findDuplicates(values: readonly string[], limit = Number.POSITIV
   }
   return [...repeated];
 }
+
+interface Frame {
+  /** This container's key in its parent (unused for the root). */
+  key: PropertyKey;
+  node: Record<string, unknown> | readonly unknown[];
+  /** The object's keys, or null for an array. */
+  keys: readonly string[] | null;
+  next: number;
+}
+
+function frameOf(key: PropertyKey, value: unknown): Frame | null {
+  if (Array.isArray(value)) {
+    return { key, node: value, keys: null, next: 0 };
+  }
+  if (value !== null && typeof value === 'object') {
+    return { key, node: value as Record<string, unknown>, keys: Object.keys(value), next: 0 };
+  }
+  return null;
+}
+
+/** The path of the innermost container on `stack` (the root has none). */
+function pathOf(stack: readonly Frame[]): PropertyKey[] {
+  return stack.slice(1).map((frame) => frame.key);
+}
+
+/**
+ * The first string in a parsed JSON value (a value, or a key) that holds U+0000, which Postgres
+ * text and jsonb cannot store; null when there is none. Iterative, so no nesting depth can
+ * overflow the stack, and it allocates no path unless it finds one.
+ */
+export function findNulCharacter(value: unknown): FieldIssue | null {
+  const NUL = '\u0000';
+  const message = 'must not contain the NUL character (\\u0000)';
+  if (typeof value === 'string') {
+    return value.includes(NUL) ? { field: fieldName([]), message } : null;
+  }
+  const root = frameOf('', value);
+  const stack: Frame[] = root ? [root] : [];
+  while (stack.length > 0) {
+    const top = stack[stack.length - 1] as Frame;
+    const size = top.keys ? top.keys.length : (top.node as readonly unknown[]).length;
+    if (top.next >= size) {
+      stack.pop();
+      continue;
+    }
+    const index = top.next++;
+    const key: PropertyKey = top.keys ? (top.keys[index] as string) : index;
+    if (typeof key === 'string' && key.includes(NUL)) {
+      return { field: fieldName(pathOf(stack)), message: `field names ${message}` };
+    }
+    const child = (top.node as Record<PropertyKey, unknown>)[key];
+    if (typeof child === 'string') {
+      if (child.includes(NUL)) {
+        return { field: fieldName([...pathOf(stack), key]), message };
+      }
+    } else {
+      const frame = frameOf(key, child);
+      if (frame) {
+        stack.push(frame);
+      }
+    }
+  }
+  return null;
+}

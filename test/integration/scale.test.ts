@@ -44,29 +44,31 @@ describe('an operation of 1,000,000 items (postgres)', () => {
 
   /** Runs EXPLAIN ANALYZE in a transaction that is rolled back; returns pages touched and nodes. */
   async function explain(sql: string, params: unknown[]) {
-    return harness.db.transaction(async (tx) => {
-      const rows = await tx.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
-        `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`,
-        params,
-      );
-      const plan = rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
-      const nodes: string[] = [];
-      let scanPages = 0;
-      walk(plan, (n) => {
-        nodes.push(`${n['Node Type']}${n['Relation Name'] ? ` on ${n['Relation Name']}` : ''}`);
-        // The Limit node is the search for pending rows (the lease's sub-select).
-        if (n['Node Type'] === 'Limit') {
-          scanPages += n['Shared Hit Blocks'] + n['Shared Read Blocks'];
+    return harness.db
+      .transaction(async (tx) => {
+        const rows = await tx.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`,
+          params,
+        );
+        const plan = rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
+        const nodes: string[] = [];
+        let scanPages = 0;
+        walk(plan, (n) => {
+          nodes.push(`${n['Node Type']}${n['Relation Name'] ? ` on ${n['Relation Name']}` : ''}`);
+          // The Limit node is the search for pending rows (the lease's sub-select).
+          if (n['Node Type'] === 'Limit') {
+            scanPages += n['Shared Hit Blocks'] + n['Shared Read Blocks'];
+          }
+        });
+        const pages = plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
+        throw Object.assign(new Error('rollback'), { result: { pages, scanPages, nodes } });
+      })
+      .catch((error: { result?: { pages: number; scanPages: number; nodes: string[] } }) => {
+        if (!error.result) {
+          throw error;
         }
+        return error.result;
       });
-      const pages = plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
-      throw Object.assign(new Error('rollback'), { result: { pages, scanPages, nodes } });
-    }).catch((error: { result?: { pages: number; scanPages: number; nodes: string[] } }) => {
-      if (!error.result) {
-        throw error;
-      }
-      return error.result;
-    });
   }
 
   it('creates the operation in one request, every id in its own row', async () => {
@@ -125,7 +127,9 @@ describe('an operation of 1,000,000 items (postgres)', () => {
   });
 
   it('serves progress and update through the tool at this size', async () => {
-    const progress = await tenant.op<{ batch: string[]; remaining_count: number }>(conversation, { action: 'progress' });
+    const progress = await tenant.op<{ batch: string[]; remaining_count: number }>(conversation, {
+      action: 'progress',
+    });
     expect(progress.body.batch).toHaveLength(100);
     expect(progress.body.batch[0]).toBe('item-900000');
     expect(progress.body.remaining_count).toBe(100000);

@@ -66,7 +66,9 @@ describe.each(ENGINES)('the store on %s', (engine) => {
         [scope.conversationId, scope.organizationId],
       ),
     ).rejects.toThrow(/uq_assistant_operation_one_active/);
-    const rows = await db.query('SELECT id FROM assistant_operation WHERE conversation_id = $1', [scope.conversationId]);
+    const rows = await db.query('SELECT id FROM assistant_operation WHERE conversation_id = $1', [
+      scope.conversationId,
+    ]);
     expect(rows).toEqual([{ id: operation.id }]);
   });
 
@@ -74,9 +76,10 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     const { scope, operation } = await newOperation();
     const count = async () =>
       (
-        await db.query<{ n: number }>('SELECT count(*)::int AS n FROM assistant_operation_item WHERE operation_id = $1', [
-          operation.id,
-        ])
+        await db.query<{ n: number }>(
+          'SELECT count(*)::int AS n FROM assistant_operation_item WHERE operation_id = $1',
+          [operation.id],
+        )
       )[0]?.n;
     expect(await count()).toBe(25);
     await db.query('DELETE FROM organization WHERE id = $1', [scope.organizationId]);

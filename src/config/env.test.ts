@@ -1,0 +1,86 @@
+/**
+ * Configuration: every variable has a default; an invalid one fails with a ConfigError that
+ * names it, without echoing values that may carry credentials (URLs); an empty variable means
+ * "not set".
+ */
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from './env.ts';
+
+function configErrorOf(env: NodeJS.ProcessEnv): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      return error;
+    }
+    throw error;
+  }
+  throw new Error('expected loadConfig to throw a ConfigError');
+}
+
+describe('loadConfig', () => {
+  it('has a default for every variable', () => {
+    expect(loadConfig({})).toEqual({
+      PORT: 3000,
+      HOST: '127.0.0.1',
+      OPSPAD_DATA_DIR: './.opspad',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      OPSPAD_QUEUE_PREFIX: 'opspad',
+      OPSPAD_MAX_ITEMS: 1_000_000,
+      OPSPAD_MAX_BODY_BYTES: 64 * 1024 * 1024,
+      OPSPAD_LOG_LEVEL: 'info',
+      OPSPAD_PG_POOL_SIZE: 10,
+    });
+    expect(loadConfig({}).DATABASE_URL).toBeUndefined();
+  });
+
+  it('parses numbers and keeps a valid DATABASE_URL', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      OPSPAD_MAX_ITEMS: '10',
+      DATABASE_URL: 'postgres://app@db.internal:5432/opspad',
+    });
+    expect(config.PORT).toBe(8080);
+    expect(config.OPSPAD_MAX_ITEMS).toBe(10);
+    expect(config.DATABASE_URL).toBe('postgres://app@db.internal:5432/opspad');
+  });
+
+  it.each(['eighty', '70000', '-1', '80.5'])('names PORT when it is %s', (value) => {
+    const error = configErrorOf({ PORT: value });
+    expect(error.message).toMatch(/^Invalid configuration:\n {2}- PORT: /);
+    expect(error.message).toContain(`(got ${JSON.stringify(value)})`);
+    expect(error.problems).toHaveLength(1);
+  });
+
+  it('names every bad variable at once', () => {
+    const error = configErrorOf({ PORT: 'x', OPSPAD_LOG_LEVEL: 'loud', OPSPAD_MAX_ITEMS: '0' });
+    expect(error.problems.map((p) => p.split(':')[0]).sort()).toEqual(['OPSPAD_LOG_LEVEL', 'OPSPAD_MAX_ITEMS', 'PORT']);
+  });
+
+  it('does not echo a bad DATABASE_URL, which may hold a password', () => {
+    const value = 'mysql://admin:hunter2-secret@db.internal/opspad';
+    const error = configErrorOf({ DATABASE_URL: value });
+    expect(error.message).toContain('DATABASE_URL: must be a URL starting with postgres:// or postgresql://');
+    expect(error.message).not.toContain('hunter2');
+    expect(error.message).not.toContain('db.internal');
+    expect(error.message).not.toContain('got');
+  });
+
+  it('does not echo a bad REDIS_URL either', () => {
+    const error = configErrorOf({ REDIS_URL: 'http://:redis-password@cache:6379' });
+    expect(error.message).toContain('REDIS_URL:');
+    expect(error.message).not.toContain('redis-password');
+  });
+
+  it('treats an empty variable as unset', () => {
+    const config = loadConfig({ PORT: '', DATABASE_URL: '', OPSPAD_LOG_LEVEL: '', REDIS_URL: '' });
+    expect(config.PORT).toBe(3000);
+    expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.OPSPAD_LOG_LEVEL).toBe('info');
+    expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379');
+  });
+
+  it('ignores variables it does not know', () => {
+    expect(loadConfig({ PATH: '/usr/bin', HOME: '/root' })).toEqual(loadConfig({}));
+  });
+});
