@@ -1,71 +1,192 @@
 /**
- * The composition root: builds every dependency from the configuration, starts the HTTP
- * service, and tears it all down in order on shutdown.
+ * The composition root: builds every dependency from the configuration, starts the parts this
+ * process runs (HTTP API, workers and reconciler), and tears them down in order on shutdown.
+ * `createOpspad` is also how opspad is embedded as a library, with handlers passed in code.
  */
+import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './api/create-app.ts';
+import type { AdminCredentials } from './api/basic-auth.ts';
 import type { Config } from './config/env.ts';
+import { createDemoHandler } from './handlers/demo.ts';
+import { createHandlerRegistry, type HandlerRegistry, loadHandlerModules } from './handlers/registry.ts';
+import type { Handler } from './handlers/types.ts';
+import { createWebhookHandler } from './handlers/webhook.ts';
 import type { Logger } from './logger.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
+import { assertRedisReachable, createRedisConnection } from './queue/connection.ts';
+import { publishStop } from './queue/control-channel.ts';
+import { createDispatcher, type Dispatcher } from './queue/dispatcher.ts';
+import { type Reconciler, startReconciler } from './queue/reconciler.ts';
+import { startWorkerPool, type WorkerPool } from './queue/worker-pool.ts';
 import { type OpspadDatabase, openDatabase, runMigrations } from './store/index.ts';
 import { createToolRegistry } from './tools/registry.ts';
 
-export interface RunningService {
-  /** Base URL the HTTP server listens on. */
-  url: string;
+export interface OpspadOptions {
+  config: Config;
+  logger: Logger;
+  /** An already-open, migrated database (tests share one); otherwise opened from the config. */
+  db?: OpspadDatabase;
+  /** Handlers passed in code, added to the built-ins and to those named in OPSPAD_HANDLERS. */
+  handlers?: readonly Handler[];
+  /** Serve the HTTP API (default true). */
+  api?: boolean;
+  /** Run workers and the reconciler (default true). */
+  workers?: boolean;
+  /** How often the events stream reads the database (default 1000 ms). */
+  eventsPollMs?: number;
+}
+
+export interface Opspad {
+  /** Base URL of the HTTP API, when this process serves it. */
+  url: string | undefined;
   db: OpspadDatabase;
-  /** Stops accepting requests, lets in-flight ones finish, then closes the database. */
+  handlers: HandlerRegistry;
+  dispatcher: Dispatcher;
+  metrics: Metrics;
+  /** Operator credentials for Bull Board and /metrics. */
+  admin: AdminCredentials;
+  /** True when the password was generated because OPSPAD_ADMIN_PASSWORD is unset. */
+  adminPasswordGenerated: boolean;
+  reconciler: Reconciler | undefined;
+  /** Graceful: stop accepting requests, finish or release running batches, close connections. */
   close(): Promise<void>;
 }
 
-export interface StartOptions {
-  config: Config;
-  logger: Logger;
-  /** An already-open database (tests share one); otherwise opened from the config. */
-  db?: OpspadDatabase;
+/** Hard limit on shutdown: a stuck connection must not keep the process alive forever. */
+const SHUTDOWN_TIMEOUT_MS = 15_000;
+/** How long running batches may take to finish at shutdown before they are aborted. */
+const BATCH_GRACE_MS = 10_000;
+
+function builtInHandlers(config: Config): Handler[] {
+  return [
+    createWebhookHandler({
+      secret: config.OPSPAD_WEBHOOK_SECRET,
+      allowedHosts: config.OPSPAD_WEBHOOK_ALLOWED_HOSTS,
+    }),
+    createDemoHandler(),
+  ];
 }
 
-/** Hard limit on shutdown: a stuck connection must not keep the process alive forever. */
-const SHUTDOWN_TIMEOUT_MS = 10_000;
+export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
+  const { config, logger } = options;
+  const runApi = options.api ?? true;
+  const runWorkers = options.workers ?? true;
 
-export async function startService({ config, logger, db: givenDb }: StartOptions): Promise<RunningService> {
-  const db = givenDb ?? (await openDatabase(config));
-  if (!givenDb) {
+  await assertRedisReachable(config.REDIS_URL);
+  const handlers = createHandlerRegistry([
+    ...builtInHandlers(config),
+    ...(await loadHandlerModules(config.OPSPAD_HANDLERS)),
+    ...(options.handlers ?? []),
+  ]);
+  const db = options.db ?? (await openDatabase(config));
+  if (!options.db) {
     await runMigrations(db);
   }
-  const tools = createToolRegistry({
-    db,
-    maxItems: config.OPSPAD_MAX_ITEMS,
-    hasHandler: () => false,
-  });
+  const metrics = createMetrics();
+  const producer = createRedisConnection(config.REDIS_URL, 'producer');
+  const dispatcher = createDispatcher({ connection: producer, prefix: config.OPSPAD_QUEUE_PREFIX, handlers });
+  const adminPasswordGenerated = config.OPSPAD_ADMIN_PASSWORD === undefined;
+  const admin = {
+    user: config.OPSPAD_ADMIN_USER,
+    password: config.OPSPAD_ADMIN_PASSWORD ?? randomBytes(18).toString('base64url'),
+  };
+
+  let server: Server | undefined;
+  let url: string | undefined;
   let accepting = true;
-  const app = createApp({
-    db,
-    tools,
-    logger,
-    maxBodyBytes: config.OPSPAD_MAX_BODY_BYTES,
-    readiness: {
-      checks: { postgres: async () => void (await db.query('SELECT 1')) },
-      accepting: () => accepting,
-    },
-  });
-  const server: Server = app.listen(config.PORT, config.HOST);
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  const url = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;
-  logger.info({ url, database: db.engine }, 'opspad is listening');
+  if (runApi) {
+    const tools = createToolRegistry({
+      db,
+      maxItems: config.OPSPAD_MAX_ITEMS,
+      hasHandler: (type) => handlers.has(type),
+      async onActivated(operation) {
+        // Postgres has the operation; if Redis refuses now, the reconciler dispatches it later.
+        await dispatcher.startLanes(operation).catch((error: unknown) => {
+          logger.warn({ err: error, operation_id: operation.id }, 'dispatch deferred to the reconciler');
+        });
+      },
+      async onStopped(operation, reason) {
+        if (operation.state_json.execution !== 'background') {
+          return;
+        }
+        await publishStop(producer, config.OPSPAD_QUEUE_PREFIX, { operation_id: operation.id, reason }).catch(
+          (error: unknown) => logger.warn({ err: error }, 'could not signal workers; they stop at their next batch'),
+        );
+      },
+    });
+    const app = createApp({
+      db,
+      tools,
+      logger,
+      metrics,
+      queues: dispatcher.queues,
+      admin,
+      maxBodyBytes: config.OPSPAD_MAX_BODY_BYTES,
+      eventsPollMs: options.eventsPollMs,
+      readiness: {
+        checks: {
+          postgres: async () => void (await db.query('SELECT 1')),
+          redis: async () => void (await producer.ping()),
+        },
+        accepting: () => accepting,
+      },
+    });
+    server = app.listen(config.PORT, config.HOST);
+    await once(server, 'listening');
+    const { port } = server.address() as AddressInfo;
+    url = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;
+    logger.info({ url, database: db.engine }, 'opspad API listening');
+  }
+
+  let workerPool: WorkerPool | undefined;
+  let reconciler: Reconciler | undefined;
+  if (runWorkers) {
+    workerPool = await startWorkerPool({
+      db,
+      handlers,
+      dispatcher,
+      logger,
+      metrics,
+      redisUrl: config.REDIS_URL,
+      prefix: config.OPSPAD_QUEUE_PREFIX,
+      leaseTtlMs: config.OPSPAD_LEASE_TTL,
+      jobLockTtlMs: config.OPSPAD_JOB_LOCK_TTL,
+    });
+    reconciler = startReconciler({
+      db,
+      dispatcher,
+      handlers,
+      logger,
+      intervalMs: config.OPSPAD_RECONCILE_INTERVAL,
+      pausedTtlMs: config.OPSPAD_PAUSED_TTL,
+    });
+  }
 
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
       accepting = false;
+      const hardStop = setTimeout(() => server?.closeAllConnections(), SHUTDOWN_TIMEOUT_MS);
       const steps: [string, () => Promise<unknown>][] = [
-        ['http server', () => new Promise<void>((resolve) => server.close(() => resolve()))],
-        ['database', () => (givenDb ? Promise.resolve() : db.close())],
+        [
+          'HTTP server',
+          async () => {
+            if (server) {
+              const closed = new Promise<void>((resolve) => server?.close(() => resolve()));
+              server.closeIdleConnections();
+              await closed;
+            }
+          },
+        ],
+        ['workers', async () => workerPool?.close(BATCH_GRACE_MS)],
+        ['reconciler', async () => reconciler?.stop()],
+        ['queues', () => dispatcher.close()],
+        ['Redis', async () => producer.disconnect()],
+        ['database', () => (options.db ? Promise.resolve() : db.close())],
       ];
-      const timeout = setTimeout(() => server.closeAllConnections(), SHUTDOWN_TIMEOUT_MS);
-      server.closeIdleConnections();
       for (const [name, step] of steps) {
         try {
           await step();
@@ -73,9 +194,10 @@ export async function startService({ config, logger, db: givenDb }: StartOptions
           logger.error({ err: error }, `closing the ${name} failed`);
         }
       }
-      clearTimeout(timeout);
+      clearTimeout(hardStop);
     })();
     return closing;
   };
-  return { url, db, close };
+
+  return { url, db, handlers, dispatcher, metrics, admin, adminPasswordGenerated, reconciler, close };
 }

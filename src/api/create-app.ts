@@ -2,16 +2,22 @@
  * Builds the express app without listening, so tests and the composition root can mount it
  * wherever they need.
  */
+import type { Queue } from 'bullmq';
 import express, { type RequestHandler } from 'express';
 import { AppError } from '../domain/errors.ts';
 import { findNulCharacter } from '../domain/validation.ts';
 import type { Logger } from '../logger.ts';
+import type { Metrics } from '../metrics.ts';
 import type { Database } from '../store/index.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey } from './auth.ts';
+import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
+import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
 import { contextRouter } from './routes/context.ts';
+import { eventsRouter } from './routes/events.ts';
 import { healthRouter, type Readiness } from './routes/health.ts';
+import { metricsRouter } from './routes/metrics.ts';
 import { toolsRouter } from './routes/tools.ts';
 
 export interface AppDeps {
@@ -19,8 +25,14 @@ export interface AppDeps {
   tools: ToolRegistry;
   logger: Logger;
   readiness: Readiness;
+  metrics: Metrics;
+  /** The queues Bull Board shows and /metrics counts. */
+  queues: readonly Queue[];
+  admin: AdminCredentials;
   /** OPSPAD_MAX_BODY_BYTES */
   maxBodyBytes: number;
+  /** How often the events stream reads the database. */
+  eventsPollMs?: number;
 }
 
 /**
@@ -44,6 +56,10 @@ export function createApp(deps: AppDeps): express.Express {
   app.disable('x-powered-by');
   app.use(healthRouter(deps.readiness));
 
+  const adminAuth = requireBasicAuth(deps.admin);
+  app.use('/metrics', adminAuth, metricsRouter(deps.metrics, deps.queues));
+  app.use(BOARD_PATH, adminAuth, createBoardRouter(deps.queues, { readOnly: false }));
+
   const v1 = express.Router();
   // Authenticate before reading a body that may be tens of megabytes.
   v1.use(requireApiKey(deps.db));
@@ -51,6 +67,7 @@ export function createApp(deps: AppDeps): express.Express {
   v1.use(rejectNulCharacters);
   v1.use(toolsRouter(deps.tools));
   v1.use(contextRouter(deps.db));
+  v1.use(eventsRouter(deps.db, deps.eventsPollMs ?? 1000, deps.readiness.accepting));
   app.use('/v1', v1);
 
   app.use(notFoundHandler);

@@ -32,6 +32,10 @@ export function errorMiddleware(logger: Logger, maxBodyBytes: number): ErrorRequ
     if (appError.code === 'internal_error') {
       logger.error({ err: error, method: req.method, path: req.path }, 'request failed');
     }
+    if (res.headersSent) {
+      res.end(); // a stream that failed midway: nothing more can be said
+      return;
+    }
     res.status(httpStatusOf(appError.code)).json(errorBody(appError));
   };
 }

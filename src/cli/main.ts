@@ -4,22 +4,27 @@
 import { parseArgs } from 'node:util';
 import { type Config, ConfigError, loadConfig } from '../config/env.ts';
 import { createLogger, type Logger } from '../logger.ts';
-import { startService } from '../main.ts';
+import { createOpspad } from '../main.ts';
+import { BOARD_PATH } from '../api/board.ts';
 import { createApiKey, type OpspadDatabase, openDatabase, runMigrations } from '../store/index.ts';
 import { createKeyViaLocalControl, ensureEmbeddedDatabaseFree, listenLocalControl } from './local-control.ts';
+import { watchOperation } from './watch.ts';
 
 const USAGE = `Usage: opspad <command> [options]
 
 Commands:
-  start                          Start the HTTP API (port PORT, default 3000).
+  start                          Start the HTTP API, the workers and the reconciler.
+  worker                         Start workers and the reconciler only (needs DATABASE_URL).
   migrate                        Apply database migrations, then exit.
   keys create --org <name>       Create an API key for an organization (created when new).
                 [--json]         Print {"organization_id", "api_key"} as JSON.
+  ops watch <operation_id>       Follow an operation with a live progress bar until it ends
+                                 (uses OPSPAD_URL and OPSPAD_API_KEY).
   help                           Show this help.
 
 Configuration comes from the environment: DATABASE_URL (unset: embedded PGlite under
-OPSPAD_DATA_DIR, default ./.opspad), PORT, HOST, REDIS_URL, OPSPAD_QUEUE_PREFIX,
-OPSPAD_MAX_ITEMS, OPSPAD_MAX_BODY_BYTES, OPSPAD_LOG_LEVEL. See README.md.`;
+OPSPAD_DATA_DIR, default ./.opspad), REDIS_URL, PORT, HOST, OPSPAD_HANDLERS and more; see
+README.md.`;
 
 class UsageError extends Error {
   override readonly name = 'UsageError';
@@ -35,14 +40,32 @@ async function openForCommand(config: Config): Promise<OpspadDatabase> {
   return db;
 }
 
-async function start(config: Config, logger: Logger): Promise<void> {
+/** Runs until SIGINT or SIGTERM; a second signal exits at once. */
+async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<void> {
+  if (role === 'worker' && !config.DATABASE_URL) {
+    throw new UsageError(
+      'opspad worker needs DATABASE_URL: workers in their own processes share one Postgres server. The embedded database serves a single process; use opspad start for that.',
+    );
+  }
   const db = await openForCommand(config);
   const control = config.DATABASE_URL ? null : await listenLocalControl(config.OPSPAD_DATA_DIR, db);
-  const service = await startService({ config, logger, db });
+  let opspad: Awaited<ReturnType<typeof createOpspad>>;
+  try {
+    opspad = await createOpspad({ config, logger, db, api: role === 'all' });
+  } catch (error) {
+    control?.close();
+    await db.close();
+    throw error;
+  }
   if (!config.DATABASE_URL) {
-    logger.info(
-      { dataDir: config.OPSPAD_DATA_DIR },
-      'using the embedded PGlite database (set DATABASE_URL for Postgres)',
+    logger.info({ dataDir: config.OPSPAD_DATA_DIR }, 'using the embedded PGlite database (set DATABASE_URL for Postgres)');
+  }
+  if (opspad.url) {
+    const password = opspad.adminPasswordGenerated
+      ? `${opspad.admin.password} (generated for this run; set OPSPAD_ADMIN_PASSWORD to choose one)`
+      : '(OPSPAD_ADMIN_PASSWORD)';
+    process.stderr.write(
+      `\nBull Board: ${opspad.url}${BOARD_PATH}  user: ${opspad.admin.user}  password: ${password}\n\n`,
     );
   }
   let stopping = false;
@@ -52,13 +75,13 @@ async function start(config: Config, logger: Logger): Promise<void> {
       process.exit(1);
     }
     stopping = true;
-    logger.info({ signal }, 'shutting down');
+    logger.info({ signal }, 'shutting down: finishing the batches in flight');
     const hardStop = setTimeout(() => {
       logger.error('shutdown took too long: exiting');
       process.exit(1);
-    }, 15_000);
+    }, 30_000);
     hardStop.unref();
-    await service.close();
+    await opspad.close();
     await new Promise<void>((resolve) => (control ? control.close(() => resolve()) : resolve()));
     await db.close().catch((error: unknown) => logger.error({ err: error }, 'closing the database failed'));
     logger.info('stopped');
@@ -66,6 +89,23 @@ async function start(config: Config, logger: Logger): Promise<void> {
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
+async function opsWatch(config: Config, args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    options: { url: { type: 'string' }, key: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  });
+  const operationId = positionals[0];
+  const apiKey = values.key ?? config.OPSPAD_API_KEY;
+  if (!operationId || !apiKey) {
+    throw new UsageError('Usage: opspad ops watch <operation_id> [--url URL] [--key API_KEY] (or OPSPAD_URL, OPSPAD_API_KEY)');
+  }
+  const baseUrl = (values.url ?? config.OPSPAD_URL ?? `http://${config.HOST}:${config.PORT}`).replace(/\/$/, '');
+  const last = await watchOperation({ baseUrl, apiKey, operationId, out: process.stdout });
+  return last && (last.status === 'completed' || last.status === 'cancelled') ? 0 : 1;
 }
 
 async function keysCreate(config: Config, args: string[]): Promise<void> {
@@ -116,8 +156,16 @@ export async function main(argv: string[]): Promise<number> {
   try {
     switch (command) {
       case 'start':
-        await start(config, logger);
+        await serve(config, logger, 'all');
         return -1; // keeps running until a signal
+      case 'worker':
+        await serve(config, logger, 'worker');
+        return -1;
+      case 'ops':
+        if (rest[0] !== 'watch') {
+          throw new UsageError(`Unknown ops command "${rest[0] ?? ''}". Use: opspad ops watch <operation_id>`);
+        }
+        return await opsWatch(config, rest.slice(1));
       case 'migrate': {
         const db = await openForCommand(config);
         await db.close();

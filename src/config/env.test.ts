@@ -30,8 +30,29 @@ describe('loadConfig', () => {
       OPSPAD_MAX_BODY_BYTES: 64 * 1024 * 1024,
       OPSPAD_LOG_LEVEL: 'info',
       OPSPAD_PG_POOL_SIZE: 10,
+      OPSPAD_HANDLERS: [],
+      OPSPAD_WEBHOOK_ALLOWED_HOSTS: [],
+      OPSPAD_ADMIN_USER: 'admin',
+      OPSPAD_PAUSED_TTL: 7 * 24 * 3600 * 1000,
+      OPSPAD_LEASE_TTL: 120_000,
+      OPSPAD_RECONCILE_INTERVAL: 15_000,
+      OPSPAD_JOB_LOCK_TTL: 30_000,
     });
     expect(loadConfig({}).DATABASE_URL).toBeUndefined();
+  });
+
+  it('reads durations with units and lists separated by commas', () => {
+    const config = loadConfig({
+      OPSPAD_PAUSED_TTL: '12h',
+      OPSPAD_LEASE_TTL: '1.5s',
+      OPSPAD_RECONCILE_INTERVAL: '250',
+      OPSPAD_HANDLERS: ' ./a.ts, ./b.ts ,',
+    });
+    expect(config.OPSPAD_PAUSED_TTL).toBe(12 * 3600 * 1000);
+    expect(config.OPSPAD_LEASE_TTL).toBe(1500);
+    expect(config.OPSPAD_RECONCILE_INTERVAL).toBe(250);
+    expect(config.OPSPAD_HANDLERS).toEqual(['./a.ts', './b.ts']);
+    expect(() => loadConfig({ OPSPAD_PAUSED_TTL: 'a week' })).toThrow(/OPSPAD_PAUSED_TTL: must be a duration/);
   });
 
   it('parses numbers and keeps a valid DATABASE_URL', () => {

@@ -25,6 +25,32 @@ const url = (protocols: readonly string[]) =>
       `must be a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`,
     );
 
+const list = z
+  .string()
+  .transform((value) =>
+    value
+      .split(',')
+      .map((part) => part.trim())
+      .filter((part) => part.length > 0),
+  )
+  .pipe(z.array(z.string()));
+
+const DURATION_UNITS_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** A duration such as `7d`, `12h`, `30m`, `15s`, `500ms`, or a plain number of milliseconds. */
+const duration = z
+  .union([z.number(), z.string()])
+  .transform((value, ctx) => {
+    const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(String(value));
+    if (!match) {
+      ctx.addIssue({ code: 'custom', message: 'must be a duration such as 500ms, 30s, 15m, 12h or 7d' });
+      return z.NEVER;
+    }
+    const unit = (match[2] ?? 'ms') as keyof typeof DURATION_UNITS_MS;
+    return Math.round(Number(match[1]) * DURATION_UNITS_MS[unit]);
+  })
+  .pipe(z.number().int().positive('must be longer than 0'));
+
 export const EnvSchema = z.object({
   PORT: port.default(3000),
   HOST: z.string().trim().min(1).default('127.0.0.1'),
@@ -41,6 +67,26 @@ export const EnvSchema = z.object({
   OPSPAD_MAX_BODY_BYTES: positiveInt.default(64 * 1024 * 1024),
   OPSPAD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   OPSPAD_PG_POOL_SIZE: positiveInt.default(10),
+  /** Comma-separated module paths whose exports are item handlers (see src/handlers/types.ts). */
+  OPSPAD_HANDLERS: list.default([]),
+  OPSPAD_WEBHOOK_SECRET: z.string().min(16, 'use at least 16 characters').optional(),
+  /** When set, the webhook handler only calls these host names. */
+  OPSPAD_WEBHOOK_ALLOWED_HOSTS: list.default([]),
+  OPSPAD_ADMIN_USER: z.string().min(1).default('admin'),
+  /** Unset: a random password, printed once at start. */
+  OPSPAD_ADMIN_PASSWORD: z.string().min(8, 'use at least 8 characters').optional(),
+  /** Paused operations untouched this long are cancelled (e.g. 7d, 12h, 30m, 90s). */
+  OPSPAD_PAUSED_TTL: duration.default(7 * 24 * 3600 * 1000),
+  /** How long a worker's batch stays leased before another worker may take it over. */
+  OPSPAD_LEASE_TTL: duration.default(120_000),
+  /** How often the reconciler re-dispatches lost work and expires idle operations. */
+  OPSPAD_RECONCILE_INTERVAL: duration.default(15_000),
+  /** BullMQ job lock; a worker that dies is noticed within about this long. */
+  OPSPAD_JOB_LOCK_TTL: duration.default(30_000),
+  /** Client commands (`opspad ops …`): the API to talk to; default http://HOST:PORT. */
+  OPSPAD_URL: url(['http:', 'https:']).optional(),
+  /** Client commands: the API key to send. */
+  OPSPAD_API_KEY: z.string().min(1).optional(),
 });
 
 export type Config = z.infer<typeof EnvSchema>;

@@ -13,10 +13,12 @@ export const OPERATION_DEFAULTS = {
   batchSize: 5,
   leaseSeconds: 300,
   failuresPageSize: 50,
+  maxParallelBatches: 4,
 } as const;
 
 export const MAX_ITEM_ID_LENGTH = 512;
 export const MAX_BATCH_SIZE = 10_000;
+export const MAX_PARALLEL_BATCHES = 64;
 
 const operationId = z.uuid({ error: 'must be an operation id (a UUID) returned by create' });
 
@@ -66,7 +68,25 @@ export const CreateInput = z.strictObject({
   execution: z
     .enum(['assistant', 'background'])
     .nullish()
-    .describe('"assistant": you process each batch yourself via progress/update. "background": workers do it.'),
+    .describe(
+      '"assistant": you process each batch yourself via progress/update. "background": workers do it (the default when a worker handles operation_type).',
+    ),
+  max_parallel_batches: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_PARALLEL_BATCHES)
+    .nullish()
+    .meta({ default: OPERATION_DEFAULTS.maxParallelBatches })
+    .describe('Background only: how many batches of this operation workers may run at once.'),
+  max_failure_rate: z
+    .number()
+    .gt(0)
+    .max(1)
+    .nullish()
+    .describe(
+      'Pause the operation when more than this share of its last 50 items failed (e.g. 0.2), instead of failing every item. Omit to never pause for failures.',
+    ),
 });
 
 export const ProgressInput = z.strictObject({

@@ -28,6 +28,17 @@ export interface OperationState {
   retry_of?: string;
   /** Why the operation was last paused, shown to the assistant. */
   paused_reason?: string;
+  /** Background: how many batches may run at once. */
+  max_parallel_batches?: number;
+  /** Pause when more than this share of the last {@link BREAKER_WINDOW} outcomes failed. */
+  max_failure_rate?: number | null;
+  /** The last outcomes, oldest first: `c` completed, `f` failed (the circuit breaker's window). */
+  recent_outcomes?: string;
+  /**
+   * Background: the generation of worker lanes allowed to run. Resume and the reconciler start
+   * a new generation; jobs of an older one stop at their next step, so lanes never pile up.
+   */
+  dispatch_epoch?: number;
 }
 
 export interface OperationRecord {
@@ -70,4 +81,35 @@ export function countsOf(op: OperationRecord, inFlight: number): OperationCounts
 
 export function remainingOf(op: OperationRecord): number {
   return op.total_items - op.completed_count - op.failed_count - op.state_json.abandoned_count;
+}
+
+/** How many recent outcomes the circuit breaker looks at. */
+export const BREAKER_WINDOW = 50;
+
+/** Appends outcomes to the breaker window, keeping the last {@link BREAKER_WINDOW}. */
+export function pushOutcomes(window: string, outcomes: string): string {
+  const joined = window + outcomes;
+  return joined.length > BREAKER_WINDOW ? joined.slice(joined.length - BREAKER_WINDOW) : joined;
+}
+
+/**
+ * The breaker opens only on a full window, so an operation is not paused for its first
+ * failure; it then pauses when failures exceed `maxRate` of the window.
+ */
+export function breakerTrips(window: string, maxRate: number | null | undefined): boolean {
+  if (maxRate === null || maxRate === undefined || window.length < BREAKER_WINDOW) {
+    return false;
+  }
+  let failed = 0;
+  for (const outcome of window) {
+    if (outcome === 'f') {
+      failed++;
+    }
+  }
+  return failed / window.length > maxRate;
+}
+
+export function breakerReason(window: string, maxRate: number): string {
+  const failed = [...window].filter((o) => o === 'f').length;
+  return `circuit breaker: ${failed} of the last ${window.length} items failed (max_failure_rate ${maxRate}); check the failures with {"action":"get"}, fix the cause, then resume`;
 }

@@ -34,6 +34,11 @@ export interface Database extends Queryable {
    * function (up to 3 times), so `fn` must not have effects outside the transaction.
    */
   transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` only if no other process holds the advisory lock `key` (returns undefined then).
+   * `fn` may use the database freely. On PGlite, one process owns the database: `fn` just runs.
+   */
+  withTryLock<T>(key: number, fn: () => Promise<T>): Promise<T | undefined>;
   close(): Promise<void>;
 }
 
@@ -114,6 +119,22 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
         }
       });
     },
+    async withTryLock(key, fn) {
+      const client = await pool.connect();
+      try {
+        const rows = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [key]);
+        if (!rows.rows[0]?.locked) {
+          return undefined;
+        }
+        try {
+          return await fn();
+        } finally {
+          await client.query('SELECT pg_advisory_unlock($1)', [key]);
+        }
+      } finally {
+        client.release();
+      }
+    },
     close: () => pool.end(),
   };
 }
@@ -138,6 +159,7 @@ export async function createPgliteDatabase(dataDir?: string): Promise<Database &
       withRetries(() =>
         pglite.transaction((pgliteTx) => fn({ query: (text, params) => run(pgliteTx, text, params), copyIn: null })),
       ),
+    withTryLock: (_key, fn) => fn(),
     close: () => pglite.close(),
   };
 }

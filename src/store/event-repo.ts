@@ -10,6 +10,7 @@ export const OPERATION_EVENT_KINDS = [
   'resumed',
   'completed',
   'cancelled',
+  'expired',
   'retried',
 ] as const;
 

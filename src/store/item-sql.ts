@@ -112,6 +112,25 @@ export async function releaseExpiredLeases(
   return { released: rows[0]?.released ?? 0, lowestOrdinal: rows[0]?.lowest ?? null };
 }
 
+/** Returns the named items still leased to `owner` to pending. */
+export async function releaseOwnedItems(
+  tx: Queryable,
+  operationId: string,
+  owner: string,
+  itemIds: readonly string[],
+): Promise<{ released: number; lowestOrdinal: number | null }> {
+  const rows = await tx.query<{ released: number; lowest: number | null }>(
+    `WITH released AS (
+       UPDATE assistant_operation_item
+       SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+       WHERE operation_id = $1 AND status = 'leased' AND lease_owner = $2 AND item_id = ANY($3::text[])
+       RETURNING ordinal)
+     SELECT count(*)::int AS released, min(ordinal)::int AS lowest FROM released`,
+    [operationId, owner, itemIds],
+  );
+  return { released: rows[0]?.released ?? 0, lowestOrdinal: rows[0]?.lowest ?? null };
+}
+
 /**
  * $1 operation id, $2 owner, $3 lease seconds, $4 cursor, $5 batch size → leased (ordinal,
  * item_id). Exported for the plan checks in the scale tests.

@@ -5,13 +5,17 @@
  * while different operations never wait for each other.
  */
 import { AppError } from '../domain/errors.ts';
+import { OPERATION_DEFAULTS } from '../domain/operation-input.ts';
 import {
+  breakerReason,
+  breakerTrips,
   countsOf,
   type ExecutionMode,
   isFinished,
   type OperationCounts,
   type OperationRecord,
   type OperationState,
+  pushOutcomes,
   remainingOf,
 } from '../domain/operation.ts';
 import {
@@ -30,10 +34,12 @@ import {
   failuresPage,
   findItems,
   insertItems,
+  type ItemState,
   leaseNext,
   markCompleted,
   markFailed,
   releaseExpiredLeases,
+  releaseOwnedItems,
   renewOwnLease,
 } from './item-sql.ts';
 
@@ -150,6 +156,10 @@ export interface CreateOperationParams {
   queryParams: Record<string, unknown> | null;
   notes: string | null;
   execution: ExecutionMode;
+  /** Background: batches run at once (default 4). */
+  maxParallelBatches?: number;
+  /** Circuit breaker threshold; absent: never pause for failures. */
+  maxFailureRate?: number | null;
   actor: string;
 }
 
@@ -178,6 +188,9 @@ export async function createOperation(
       query_params: params.queryParams,
       notes: params.notes,
       abandoned_count: 0,
+      max_parallel_batches: params.maxParallelBatches ?? OPERATION_DEFAULTS.maxParallelBatches,
+      max_failure_rate: params.maxFailureRate ?? null,
+      ...(params.execution === 'background' ? { dispatch_epoch: 1 } : {}),
       ...extraState,
     };
     const operation = await insertOperation(tx, scope, params.operationType, params.itemIds.length, state);
@@ -214,12 +227,52 @@ export interface LeaseParams {
   operationId?: string | null;
   owner: string;
   leaseSeconds: number;
+  /** Overrides the operation's batch size (a handler's own batch size). */
+  batchSize?: number;
+  /** Workers: lease nothing new unless this is still the operation's dispatch epoch. */
+  epoch?: number;
+}
+
+/**
+ * Returns expired leases of the locked operation to pending, lowering the cursor to the first
+ * of them so the next lease scan finds them. Returns the cursor to scan from.
+ */
+async function reclaimExpired(
+  tx: Queryable,
+  scope: ConversationScope,
+  op: OperationRecord,
+  actor: string,
+): Promise<{ cursor: number; released: number }> {
+  const expired = await releaseExpiredLeases(tx, op.id);
+  if (expired.released === 0 || expired.lowestOrdinal === null) {
+    return { cursor: op.state_json.cursor, released: 0 };
+  }
+  await appendEvent(tx, {
+    operationId: op.id,
+    organizationId: scope.organizationId,
+    kind: 'lease_expired',
+    actor,
+    data: { released: expired.released },
+  });
+  return { cursor: Math.min(op.state_json.cursor, expired.lowestOrdinal), released: expired.released };
+}
+
+async function setCursor(tx: Queryable, operationId: string, cursor: number): Promise<OperationRecord> {
+  const rows = await tx.query<OperationRecord>(
+    `UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', to_jsonb($2::int)),
+       updated_at = now()
+     WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
+    [operationId, cursor],
+  );
+  return rows[0] as OperationRecord;
 }
 
 export interface LeaseResult {
   operation: OperationRecord;
   batch: string[];
   counts: OperationCounts;
+  /** Items of expired leases this call returned to pending. */
+  reclaimed: number;
 }
 
 /**
@@ -232,31 +285,17 @@ export async function leaseBatch(db: Database, scope: ConversationScope, params:
     const operationId = await resolveOperationId(tx, scope, params.operationId);
     let op = await lockOperation(tx, scope, operationId);
     let batch = isFinished(op.status) ? [] : await renewOwnLease(tx, op.id, params.owner, params.leaseSeconds);
-    if (batch.length === 0 && op.status === 'active') {
-      let cursor = op.state_json.cursor;
-      const expired = await releaseExpiredLeases(tx, op.id);
-      if (expired.released > 0 && expired.lowestOrdinal !== null) {
-        cursor = Math.min(cursor, expired.lowestOrdinal);
-        await appendEvent(tx, {
-          operationId: op.id,
-          organizationId: scope.organizationId,
-          kind: 'lease_expired',
-          actor: params.owner,
-          data: { released: expired.released },
-        });
-      }
-      batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, cursor, op.state_json.batch_size);
+    let reclaimed = 0;
+    const epochMatches = params.epoch === undefined || params.epoch === op.state_json.dispatch_epoch;
+    if (batch.length === 0 && op.status === 'active' && epochMatches) {
+      const { cursor, released } = await reclaimExpired(tx, scope, op, params.owner);
+      reclaimed = released;
+      batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, cursor, params.batchSize ?? op.state_json.batch_size);
       const last = batch.at(-1);
       // Nothing pending at or after the cursor: jump it to the end so later scans are empty.
       const nextCursor = last ? last.ordinal + 1 : op.total_items;
       if (nextCursor !== op.state_json.cursor) {
-        const rows = await tx.query<OperationRecord>(
-          `UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', to_jsonb($2::int)),
-             updated_at = now()
-           WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
-          [op.id, nextCursor],
-        );
-        op = rows[0] as OperationRecord;
+        op = await setCursor(tx, op.id, nextCursor);
       }
       if (batch.length > 0) {
         await appendEvent(tx, {
@@ -269,7 +308,7 @@ export async function leaseBatch(db: Database, scope: ConversationScope, params:
       }
     }
     const inFlight = await countInFlight(tx, op.id);
-    return { operation: op, batch: batch.map((b) => b.item_id), counts: countsOf(op, inFlight) };
+    return { operation: op, batch: batch.map((b) => b.item_id), counts: countsOf(op, inFlight), reclaimed };
   });
 }
 
@@ -287,6 +326,15 @@ export interface RecordResult {
   alreadyRecorded: string[];
   /** Ids leased to someone else whose lease is still live: not recorded by this call. */
   leaseConflicts: string[];
+}
+
+/** The outcomes of the items this call records, in item order: `c` or `f` each. */
+function outcomesInOrder(found: readonly ItemState[], failedById: ReadonlyMap<string, string>): string {
+  return found
+    .filter((item) => item.status === 'pending' || item.status === 'leased')
+    .sort((a, b) => a.ordinal - b.ordinal)
+    .map((item) => (failedById.has(item.item_id) ? 'f' : 'c'))
+    .join('');
 }
 
 function namedIds(ids: readonly string[]): string {
@@ -363,13 +411,30 @@ export async function recordResults(
     const completed = await markCompleted(tx, op.id, completedOrdinals);
     const failed = await markFailed(tx, op.id, failedOrdinals, failedReasons);
     if (completed + failed > 0) {
+      const maxRate = op.state_json.max_failure_rate;
+      const window = maxRate ? pushOutcomes(op.state_json.recent_outcomes ?? '', outcomesInOrder(found, failedById)) : '';
+      const trips = op.status === 'active' && breakerTrips(window, maxRate);
+      const statePatch: Partial<OperationState> = maxRate ? { recent_outcomes: window } : {};
+      if (trips && maxRate) {
+        statePatch.paused_reason = breakerReason(window, maxRate);
+      }
       const rows = await tx.query<OperationRecord>(
         `UPDATE assistant_operation
-         SET completed_count = completed_count + $2, failed_count = failed_count + $3, updated_at = now()
+         SET completed_count = completed_count + $2, failed_count = failed_count + $3, updated_at = now(),
+             state_json = state_json || $4::jsonb, status = CASE WHEN $5 THEN 'paused' ELSE status END
          WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
-        [op.id, completed, failed],
+        [op.id, completed, failed, JSON.stringify(statePatch), trips],
       );
       op = rows[0] as OperationRecord;
+      if (trips) {
+        await appendEvent(tx, {
+          operationId: op.id,
+          organizationId: scope.organizationId,
+          kind: 'paused',
+          actor: 'circuit_breaker',
+          data: { reason: statePatch.paused_reason, window },
+        });
+      }
       await appendEvent(tx, {
         operationId: op.id,
         organizationId: scope.organizationId,
@@ -433,7 +498,7 @@ export async function cancelOperation(
   db: Database,
   scope: ConversationScope,
   operationId: string,
-  { actor }: { actor: string },
+  { actor, expiredReason }: { actor: string; /** Set when maintenance expires the operation. */ expiredReason?: string },
 ): Promise<FinishResult> {
   return db.transaction(async (tx) => {
     let op = await lockOperation(tx, scope, operationId);
@@ -451,9 +516,9 @@ export async function cancelOperation(
     await appendEvent(tx, {
       operationId: op.id,
       organizationId: scope.organizationId,
-      kind: 'cancelled',
+      kind: expiredReason ? 'expired' : 'cancelled',
       actor,
-      data: { abandoned },
+      data: expiredReason ? { abandoned, reason: expiredReason } : { abandoned },
     });
     return { operation: op, counts: countsOf(op, 0), abandoned: op.state_json.abandoned_count };
   });
@@ -514,7 +579,11 @@ export async function resumeOperation(
     let pausedOperationId: string | null = null;
     if (op.status === 'paused') {
       pausedOperationId = await pauseActive(tx, scope, actor, `operation ${op.id} was resumed`, op.id);
-      op = await setStatus(tx, op.id, 'active');
+      // A new lane generation for background work; the breaker starts from a clean window.
+      op = await setStatus(tx, op.id, 'active', {
+        recent_outcomes: '',
+        ...(op.state_json.execution === 'background' ? { dispatch_epoch: (op.state_json.dispatch_epoch ?? 0) + 1 } : {}),
+      });
       await appendEvent(tx, {
         operationId: op.id,
         organizationId: scope.organizationId,
@@ -524,6 +593,31 @@ export async function resumeOperation(
       });
     }
     return { operation: op, counts: countsOf(op, await countInFlight(tx, op.id)), pausedOperationId };
+  });
+}
+
+/**
+ * Gives back items leased to `owner` that it will not handle (a worker stopping mid-batch on
+ * pause, cancel or shutdown), so they are handed out again without waiting for the lease to
+ * expire. Returns how many were released.
+ */
+export async function releaseLeasedItems(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string,
+  owner: string,
+  itemIds: readonly string[],
+): Promise<number> {
+  if (itemIds.length === 0) {
+    return 0;
+  }
+  return db.transaction(async (tx) => {
+    const op = await lockOperation(tx, scope, operationId);
+    const released = await releaseOwnedItems(tx, op.id, owner, itemIds);
+    if (released.released > 0 && released.lowestOrdinal !== null && released.lowestOrdinal < op.state_json.cursor) {
+      await setCursor(tx, op.id, released.lowestOrdinal);
+    }
+    return released.released;
   });
 }
 
@@ -656,4 +750,101 @@ export async function listOpenOperations(
           )
         )[0]?.n ?? 0);
   return { operations, total };
+}
+
+// ─── Maintenance ──────────────────────────────────────────────────────────────────────────────
+// The reconciler works across organizations by nature; these functions say so in their names and
+// return each operation's scope so that every change after them is scoped again.
+
+export interface ActiveBackgroundOperation extends ConversationScope {
+  operation: OperationRecord;
+}
+
+/** Active background operations after `afterId` (keyset pages), every organization. */
+export async function listActiveBackgroundOperationsAllOrganizations(
+  db: Queryable,
+  afterId: string,
+  limit: number,
+): Promise<ActiveBackgroundOperation[]> {
+  const rows = await db.query<OperationRecord>(
+    `SELECT ${OPERATION_COLUMNS} FROM assistant_operation
+     WHERE status = 'active' AND state_json->>'execution' = 'background' AND id > $1::uuid
+     ORDER BY id LIMIT $2`,
+    [afterId, limit],
+  );
+  return rows.map((operation) => ({
+    operation,
+    organizationId: operation.organization_id,
+    conversationId: operation.conversation_id,
+  }));
+}
+
+/**
+ * Starts a new lane generation for an active background operation (the reconciler found no
+ * live job for it). Returns the operation with its new epoch, or null if it is no longer active.
+ */
+export async function advanceDispatchEpoch(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string,
+): Promise<OperationRecord | null> {
+  return db.transaction(async (tx) => {
+    const op = await lockOperation(tx, scope, operationId);
+    if (op.status !== 'active' || op.state_json.execution !== 'background') {
+      return null;
+    }
+    const rows = await tx.query<OperationRecord>(
+      `UPDATE assistant_operation
+       SET state_json = jsonb_set(state_json, '{dispatch_epoch}', to_jsonb($2::int)), updated_at = now()
+       WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
+      [op.id, (op.state_json.dispatch_epoch ?? 0) + 1],
+    );
+    return rows[0] ?? null;
+  });
+}
+
+/** Returns the operation's expired leases to pending (and its cursor to the first of them). */
+export async function reclaimExpiredLeases(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string,
+  actor: string,
+): Promise<OperationRecord> {
+  return db.transaction(async (tx) => {
+    const op = await lockOperation(tx, scope, operationId);
+    const { cursor } = await reclaimExpired(tx, scope, op, actor);
+    return cursor === op.state_json.cursor ? op : setCursor(tx, op.id, cursor);
+  });
+}
+
+/** Paused operations untouched for `idleSeconds`, every organization, oldest first. */
+export async function listIdlePausedOperationsAllOrganizations(
+  db: Queryable,
+  idleSeconds: number,
+  limit: number,
+): Promise<(ConversationScope & { operationId: string })[]> {
+  const rows = await db.query<{ id: string; organization_id: string; conversation_id: string }>(
+    `SELECT id, organization_id, conversation_id FROM assistant_operation
+     WHERE status = 'paused' AND updated_at < now() - make_interval(secs => $1)
+     ORDER BY updated_at LIMIT $2`,
+    [idleSeconds, limit],
+  );
+  return rows.map((r) => ({ operationId: r.id, organizationId: r.organization_id, conversationId: r.conversation_id }));
+}
+
+/** An operation and its counts, by id within the organization (any conversation). */
+export async function getOperationInOrganization(
+  db: Queryable,
+  organizationId: string,
+  operationId: string,
+): Promise<{ operation: OperationRecord; counts: OperationCounts }> {
+  const rows = await db.query<OperationRecord>(
+    `SELECT ${OPERATION_COLUMNS} FROM assistant_operation WHERE id = $1 AND organization_id = $2`,
+    [operationId, organizationId],
+  );
+  const operation = rows[0];
+  if (!operation) {
+    throw new AppError('not_found', `Operation ${operationId} was not found.`, { operation_id: operationId });
+  }
+  return { operation, counts: countsOf(operation, await countInFlight(db, operation.id)) };
 }

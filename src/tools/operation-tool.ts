@@ -43,6 +43,8 @@ export interface OperationToolDeps {
   hasHandler(operationType: string): boolean;
   /** Called after an operation became active (create, resume, retry), e.g. to dispatch work. */
   onActivated?(operation: OperationRecord): Promise<void>;
+  /** Called after an operation was paused or cancelled, e.g. to abort batches in flight. */
+  onStopped?(operation: OperationRecord, reason: string): Promise<void>;
 }
 
 export interface ToolCallContext {
@@ -110,6 +112,13 @@ async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: Crea
   checkCreate(input, deps.maxItems);
   const execution: ExecutionMode =
     input.execution ?? (deps.hasHandler(input.operation_type) ? 'background' : 'assistant');
+  if (execution === 'background' && !deps.hasHandler(input.operation_type)) {
+    throw new AppError(
+      'validation_failed',
+      `Invalid input: execution: no worker handles operation_type "${input.operation_type}", so it cannot run in the background. Use "execution": "assistant" and process the batches yourself.`,
+      { issues: [{ field: 'execution', message: 'no worker handler for this operation_type' }] },
+    );
+  }
   const batchSize = input.batch_size ?? OPERATION_DEFAULTS.batchSize;
   const { operation, pausedOperationId } = await createOperation(deps.db, ctx.scope, {
     operationType: input.operation_type,
@@ -118,6 +127,8 @@ async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: Crea
     queryParams: input.query_params ?? null,
     notes: input.notes ?? null,
     execution,
+    maxParallelBatches: input.max_parallel_batches ?? OPERATION_DEFAULTS.maxParallelBatches,
+    maxFailureRate: input.max_failure_rate ?? null,
     actor: ctx.actor,
   });
   await deps.onActivated?.(operation);
@@ -223,6 +234,7 @@ export async function executeOperationTool(
       const { operation, counts } = await cancelOperation(deps.db, ctx.scope, input.operation_id, {
         actor: ctx.actor,
       });
+      await deps.onStopped?.(operation, 'cancelled');
       return {
         ...operationSummary(operation),
         total_items: counts.total_items,
@@ -236,6 +248,7 @@ export async function executeOperationTool(
         actor: ctx.actor,
         reason: 'paused by the assistant',
       });
+      await deps.onStopped?.(operation, 'paused');
       return { ...operationSummary(operation), ...counts };
     }
     case 'resume': {

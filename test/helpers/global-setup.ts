@@ -6,6 +6,7 @@
  * the run's database is created next to whatever database that URL names.
  */
 import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
@@ -41,12 +42,32 @@ export default async function setup(project: TestProject) {
   await runMigrations(db);
   await db.close();
 
+  const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const queuePrefix = `opspad-test-${runId}`;
   project.provide('databaseUrl', databaseUrl);
-  project.provide('redisUrl', process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
-  project.provide('queuePrefix', `opspad-test-${runId}`);
+  project.provide('redisUrl', redisUrl);
+  project.provide('queuePrefix', queuePrefix);
 
   return async () => {
     await admin.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
     await admin.end();
+    await deleteKeys(redisUrl, `${queuePrefix}*`);
   };
+}
+
+/** Removes every Redis key of this run (each harness prefixes its queues with the run's prefix). */
+async function deleteKeys(redisUrl: string, pattern: string): Promise<void> {
+  const redis = new Redis(redisUrl);
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) {
+        await redis.del(...keys);
+      }
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
 }

@@ -7,7 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
 import { loadConfig } from '../../src/config/env.ts';
 import { createLogger } from '../../src/logger.ts';
-import { type RunningService, startService } from '../../src/main.ts';
+import type { Handler } from '../../src/handlers/types.ts';
+import { createOpspad, type Opspad } from '../../src/main.ts';
 import {
   createApiKey,
   createPgliteDatabase,
@@ -46,25 +47,57 @@ export interface Tenant {
 export interface Harness {
   url: string;
   db: OpspadDatabase;
-  service: RunningService;
+  service: Opspad;
+  /** Basic-auth header value for the operator pages. */
+  adminAuthorization: string;
   newTenant(): Promise<Tenant>;
   request<T = Record<string, unknown>>(path: string, init?: RequestInit): Promise<HttpResult<T>>;
   close(): Promise<void>;
 }
 
-export async function startHarness(engine: Engine, env: Record<string, string> = {}): Promise<Harness> {
+export interface HarnessOptions {
+  env?: Record<string, string>;
+  /** Run workers and the reconciler in the harness process (default false). */
+  workers?: boolean;
+  handlers?: readonly Handler[];
+  eventsPollMs?: number;
+}
+
+/** A BullMQ prefix of its own for each harness, under the run's prefix (removed at the end). */
+export function harnessPrefix(): string {
+  return `${inject('queuePrefix')}-${randomUUID().slice(0, 8)}`;
+}
+
+export async function startHarness(engine: Engine, options: HarnessOptions = {}): Promise<Harness> {
   const db = await openTestDatabase(engine);
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', OPSPAD_LOG_LEVEL: 'silent', ...env });
-  const service = await startService({ config, logger: createLogger('silent'), db });
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    OPSPAD_LOG_LEVEL: 'silent',
+    REDIS_URL: inject('redisUrl'),
+    OPSPAD_QUEUE_PREFIX: harnessPrefix(),
+    OPSPAD_ADMIN_PASSWORD: 'test-admin-password',
+    ...options.env,
+  });
+  const service = await createOpspad({
+    config,
+    logger: createLogger(config.OPSPAD_LOG_LEVEL),
+    db,
+    workers: options.workers ?? false,
+    handlers: options.handlers,
+    eventsPollMs: options.eventsPollMs ?? 50,
+  });
+  const baseUrl = service.url as string;
   const request = async <T>(path: string, init: RequestInit = {}): Promise<HttpResult<T>> => {
-    const response = await fetch(`${service.url}${path}`, init);
+    const response = await fetch(`${baseUrl}${path}`, init);
     const text = await response.text();
     return { status: response.status, body: (text ? JSON.parse(text) : {}) as T };
   };
   return {
-    url: service.url,
+    url: baseUrl,
     db,
     service,
+    adminAuthorization: `Basic ${Buffer.from(`admin:${config.OPSPAD_ADMIN_PASSWORD}`).toString('base64')}`,
     request,
     async newTenant() {
       const created = await createApiKey(db, `org-${randomUUID()}`);

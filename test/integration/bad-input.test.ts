@@ -325,7 +325,7 @@ describe.each(ENGINES)('bad input on %s', (engine: Engine) => {
 
   describe('limits', () => {
     it('refuses a body over OPSPAD_MAX_BODY_BYTES with body_too_large', async () => {
-      const small = await startHarness(engine, { OPSPAD_MAX_BODY_BYTES: '2048' });
+      const small = await startHarness(engine, { env: { OPSPAD_MAX_BODY_BYTES: '2048' } });
       try {
         const smallTenant = await small.newTenant();
         const fits = await smallTenant.op(randomUUID(), validCreate);
@@ -347,7 +347,7 @@ describe.each(ENGINES)('bad input on %s', (engine: Engine) => {
     });
 
     it('refuses a create over OPSPAD_MAX_ITEMS with too_many_items', async () => {
-      const limited = await startHarness(engine, { OPSPAD_MAX_ITEMS: '10' });
+      const limited = await startHarness(engine, { env: { OPSPAD_MAX_ITEMS: '10' } });
       try {
         const limitedTenant = await limited.newTenant();
         const atLimit = await limitedTenant.op(randomUUID(), { ...validCreate, total_items: 10, item_ids: ids(10) });

@@ -1,0 +1,111 @@
+/**
+ * `opspad ops watch <operation_id>`: follows an operation's server-sent events and draws a live
+ * progress bar (done/total, failed, rate, ETA) until the operation ends.
+ */
+import { z } from 'zod';
+
+const Progress = z.object({
+  operation_id: z.string(),
+  status: z.string(),
+  operation_type: z.string(),
+  total_items: z.number(),
+  completed_count: z.number(),
+  failed_count: z.number(),
+  remaining_count: z.number(),
+  in_flight_count: z.number(),
+  paused_reason: z.string().nullable().optional(),
+});
+type Progress = z.infer<typeof Progress>;
+
+const BAR_WIDTH = 30;
+
+function duration(seconds: number): string {
+  if (!Number.isFinite(seconds)) {
+    return '--';
+  }
+  const s = Math.round(seconds);
+  return s >= 3600 ? `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m${s % 60}s` : `${s}s`;
+}
+
+/** One line describing the operation; `rate` in items per second. */
+export function progressLine(progress: Progress, rate: number): string {
+  const done = progress.completed_count + progress.failed_count;
+  const ratio = progress.total_items === 0 ? 1 : done / progress.total_items;
+  const filled = Math.round(ratio * BAR_WIDTH);
+  const bar = `${'█'.repeat(filled)}${'░'.repeat(BAR_WIDTH - filled)}`;
+  const eta = rate > 0 ? duration(progress.remaining_count / rate) : '--';
+  const paused = progress.status === 'paused' && progress.paused_reason ? ` (${progress.paused_reason})` : '';
+  return `${bar} ${done}/${progress.total_items} ${(ratio * 100).toFixed(1)}% · ${progress.failed_count} failed · ${rate.toFixed(0)}/s · ETA ${eta} · ${progress.status}${paused}`;
+}
+
+/** Parses a text/event-stream body into (event, data) pairs as they arrive. */
+async function* serverSentEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<{ event: string; data: string }> {
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for await (const chunk of body) {
+    buffer += decoder.decode(chunk, { stream: true });
+    let end = buffer.indexOf('\n\n');
+    while (end >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let event = 'message';
+      const data: string[] = [];
+      for (const line of block.split('\n')) {
+        if (line.startsWith('event:')) {
+          event = line.slice(6).trim();
+        } else if (line.startsWith('data:')) {
+          data.push(line.slice(5).trim());
+        }
+      }
+      if (data.length > 0) {
+        yield { event, data: data.join('\n') };
+      }
+      end = buffer.indexOf('\n\n');
+    }
+  }
+}
+
+export interface WatchOptions {
+  baseUrl: string;
+  apiKey: string;
+  operationId: string;
+  out: NodeJS.WriteStream;
+}
+
+/** Returns the final progress when the operation ends (or the stream closes). */
+export async function watchOperation(options: WatchOptions): Promise<Progress | undefined> {
+  const response = await fetch(`${options.baseUrl}/v1/operations/${options.operationId}/events`, {
+    headers: { authorization: `Bearer ${options.apiKey}`, accept: 'text/event-stream' },
+  });
+  if (!response.ok || !response.body) {
+    const text = await response.text();
+    throw new Error(`${response.status}: ${text}`);
+  }
+  const tty = options.out.isTTY === true;
+  const samples: { at: number; done: number }[] = [];
+  let last: Progress | undefined;
+  for await (const { event, data } of serverSentEvents(response.body)) {
+    if (event !== 'progress' && event !== 'end') {
+      continue;
+    }
+    last = Progress.parse(JSON.parse(data));
+    const done = last.completed_count + last.failed_count;
+    samples.push({ at: Date.now(), done });
+    // Rate over the last ~10 s of samples.
+    while (samples.length > 2 && (samples[0]?.at ?? 0) < Date.now() - 10_000) {
+      samples.shift();
+    }
+    const first = samples[0];
+    const elapsed = first ? (Date.now() - first.at) / 1000 : 0;
+    const rate = first && elapsed > 0 ? (done - first.done) / elapsed : 0;
+    const line = progressLine(last, rate);
+    options.out.write(tty ? `\r\x1b[2K${line}` : `${line}\n`);
+    if (event === 'end') {
+      break;
+    }
+  }
+  if (tty) {
+    options.out.write('\n');
+  }
+  return last;
+}

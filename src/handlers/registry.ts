@@ -1,0 +1,80 @@
+/**
+ * The handlers this process knows, by operation_type: the built-ins, those passed in code when
+ * opspad is embedded, and those loaded from the modules named in OPSPAD_HANDLERS.
+ */
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { z } from 'zod';
+import { validationError } from '../domain/validation.ts';
+import { type Handler, isBatchHandler } from './types.ts';
+
+export interface HandlerRegistry {
+  get(type: string): Handler | undefined;
+  has(type: string): boolean;
+  readonly types: readonly string[];
+}
+
+export const HANDLER_DEFAULTS = { concurrency: 4, attempts: 3, backoffMs: 200 } as const;
+
+const HandlerSettingsSchema = z.object({
+  type: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 letters, digits, "_", "-" or "." (it names a queue)'),
+  concurrency: z.number().int().min(1).max(1000).optional(),
+  batchSize: z.number().int().min(1).max(10_000).optional(),
+  rateLimit: z.object({ max: z.number().int().min(1), durationMs: z.number().int().min(1) }).optional(),
+  attempts: z.number().int().min(1).max(100).optional(),
+  backoffMs: z.number().int().min(0).max(3_600_000).optional(),
+});
+
+export function createHandlerRegistry(handlers: readonly Handler[]): HandlerRegistry {
+  const byType = new Map<string, Handler>();
+  for (const handler of handlers) {
+    const parsed = HandlerSettingsSchema.safeParse(handler);
+    if (!parsed.success) {
+      throw validationError(parsed.error, `handler "${String((handler as { type?: unknown }).type)}"`);
+    }
+    if (typeof (handler as { handle?: unknown }).handle !== 'function' && !isBatchHandler(handler)) {
+      throw new Error(`Handler "${handler.type}" needs a handle(itemId, ctx) or handleBatch(itemIds, ctx) function.`);
+    }
+    // A rate-limited type runs fixed-size batches, so the limiter (which counts batches) can
+    // turn "items per interval" into "batches per interval" exactly.
+    const normalized =
+      handler.rateLimit && handler.batchSize === undefined
+        ? (Object.assign(Object.create(Object.getPrototypeOf(handler)), handler, {
+            batchSize: Math.min(handler.rateLimit.max, 100),
+          }) as Handler)
+        : handler;
+    // Later registrations replace earlier ones, so an embedder can override a built-in.
+    byType.set(handler.type, normalized);
+  }
+  return {
+    get: (type) => byType.get(type),
+    has: (type) => byType.has(type),
+    types: [...byType.keys()],
+  };
+}
+
+function looksLikeHandler(value: unknown): value is Handler {
+  return typeof value === 'object' && value !== null && typeof (value as { type?: unknown }).type === 'string';
+}
+
+/**
+ * Imports handler modules. A module exports a handler or an array of them, as its default
+ * export or as `handlers`.
+ */
+export async function loadHandlerModules(paths: readonly string[], baseDir = process.cwd()): Promise<Handler[]> {
+  const handlers: Handler[] = [];
+  for (const path of paths) {
+    const module = (await import(pathToFileURL(resolve(baseDir, path)).href)) as Record<string, unknown>;
+    const exported = module.handlers ?? module.default;
+    const list = Array.isArray(exported) ? exported : [exported];
+    if (list.length === 0 || !list.every(looksLikeHandler)) {
+      throw new Error(
+        `OPSPAD_HANDLERS: ${path} must export a handler ({type, handle} or {type, handleBatch}) or an array of them, as default or as "handlers".`,
+      );
+    }
+    handlers.push(...list);
+  }
+  return handlers;
+}

@@ -1,0 +1,82 @@
+/**
+ * The contract between opspad's workers and the code that does the work on each item.
+ *
+ * A handler is registered for one `operation_type`. It either handles one item at a time
+ * (`handle`) or a whole batch (`handleBatch`). Throwing {@link ItemError} fails an item for good,
+ * with its reason; any other error is retried with exponential backoff up to `attempts` times,
+ * then recorded as failed with the last error's message.
+ */
+import type { Logger } from '../logger.ts';
+
+/** A permanent failure of one item: recorded at once with `reason`, never retried. */
+export class ItemError extends Error {
+  override readonly name = 'ItemError';
+  constructor(readonly reason: string, options?: ErrorOptions) {
+    super(reason, options);
+  }
+}
+
+/**
+ * A transient failure that knows when to try again (e.g. HTTP 429 with Retry-After). Counts as
+ * an attempt like any other error; `retryAfterMs` replaces the backoff delay for the next one.
+ */
+export class RetryableError extends Error {
+  override readonly name = 'RetryableError';
+  constructor(message: string, readonly retryAfterMs?: number, options?: ErrorOptions) {
+    super(message, options);
+  }
+}
+
+export interface HandlerContext {
+  operationId: string;
+  organizationId: string;
+  operationType: string;
+  queryParams: Readonly<Record<string, unknown>>;
+  /** Fired when the operation is paused or cancelled, or the worker shuts down. */
+  signal: AbortSignal;
+  logger: Logger;
+}
+
+export interface ItemContext extends HandlerContext {
+  /** `<operation_id>:<item_id>`: stable across retries and workers, for downstream dedupe. */
+  idempotencyKey: string;
+  /** 1 on the first try. */
+  attempt: number;
+}
+
+export interface BatchContext extends HandlerContext {
+  idempotencyKey(itemId: string): string;
+  attempt: number;
+}
+
+/** What a batch handler says about one item. Items it leaves out are retried. */
+export type ItemOutcome = { id: string; status: 'completed' } | { id: string; status: 'failed'; reason: string };
+
+export interface HandlerSettings {
+  /** The operation_type this handler serves. Letters, digits, `_`, `-` and `.`. */
+  type: string;
+  /** Batches of this type one worker process runs at once (default 4). */
+  concurrency?: number;
+  /** Overrides the operation's batch_size for background work. */
+  batchSize?: number;
+  /** At most `max` items per `durationMs`, across all workers (BullMQ rate limiter). */
+  rateLimit?: { max: number; durationMs: number };
+  /** Tries per item before it is recorded as failed (default 3). */
+  attempts?: number;
+  /** First retry delay; doubles on each retry (default 200 ms). */
+  backoffMs?: number;
+}
+
+export interface ItemHandler extends HandlerSettings {
+  handle(itemId: string, ctx: ItemContext): Promise<unknown>;
+}
+
+export interface BatchHandler extends HandlerSettings {
+  handleBatch(itemIds: readonly string[], ctx: BatchContext): Promise<readonly ItemOutcome[]>;
+}
+
+export type Handler = ItemHandler | BatchHandler;
+
+export function isBatchHandler(handler: Handler): handler is BatchHandler {
+  return typeof (handler as BatchHandler).handleBatch === 'function';
+}

@@ -1,0 +1,44 @@
+/**
+ * Prometheus metrics. One registry per opspad instance (tests run several in one process).
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+export interface Metrics {
+  registry: Registry;
+  itemsRecorded: Counter<'operation_type' | 'outcome'>;
+  batchDuration: Histogram<'operation_type'>;
+  leaseExpiries: Counter<'operation_type'>;
+  queueDepth: Gauge<'queue' | 'state'>;
+}
+
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  return {
+    registry,
+    itemsRecorded: new Counter({
+      name: 'opspad_items_recorded_total',
+      help: 'Items recorded by workers, by operation type and outcome (completed or failed).',
+      labelNames: ['operation_type', 'outcome'],
+      registers: [registry],
+    }),
+    batchDuration: new Histogram({
+      name: 'opspad_batch_duration_seconds',
+      help: 'Time a worker spends on one batch: lease, handler, record.',
+      labelNames: ['operation_type'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers: [registry],
+    }),
+    leaseExpiries: new Counter({
+      name: 'opspad_lease_expiries_total',
+      help: 'Items whose lease expired and went back to pending (a worker died or was too slow).',
+      labelNames: ['operation_type'],
+      registers: [registry],
+    }),
+    queueDepth: new Gauge({
+      name: 'opspad_queue_jobs',
+      help: 'Jobs in each BullMQ queue, by state; read from Redis at scrape time.',
+      labelNames: ['queue', 'state'],
+      registers: [registry],
+    }),
+  };
+}

@@ -1,0 +1,105 @@
+/**
+ * Puts background operations on the queues. An operation runs as up to `max_parallel_batches`
+ * lanes; a lane is a chain of short jobs, each leasing and handling one batch and then adding the
+ * lane's next job at the back of the queue. Jobs of many operations interleave in one queue, so a
+ * small operation never waits for a large one to finish.
+ */
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { OperationRecord } from '../domain/operation.ts';
+import { remainingOf } from '../domain/operation.ts';
+import type { HandlerRegistry } from '../handlers/registry.ts';
+import {
+  batchQueueName,
+  RUN_BATCH_JOB,
+  RUN_BATCH_JOB_OPTIONS,
+  type RunBatchPayload,
+  runBatchJobId,
+} from './catalog.ts';
+
+/** Job states in which a job will still run: a lane with such a job is alive. */
+const LIVE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children'] as const;
+
+export interface Dispatcher {
+  /** Queues of every registered handler type (Bull Board, metrics). */
+  readonly queues: readonly Queue[];
+  /** Starts the lanes of an active background operation for its current dispatch epoch. */
+  startLanes(operation: OperationRecord): Promise<number>;
+  /** Adds a lane's next step. */
+  enqueueNext(step: RunBatchPayload): Promise<void>;
+  /** `<operation_id>.<epoch>` of every lane with a job that will still run. */
+  liveLanes(): Promise<Set<string>>;
+  close(): Promise<void>;
+}
+
+export function createDispatcher(options: {
+  connection: Redis;
+  prefix: string;
+  handlers: HandlerRegistry;
+}): Dispatcher {
+  const queues = new Map<string, Queue>();
+  for (const type of options.handlers.types) {
+    queues.set(
+      type,
+      new Queue(batchQueueName(type), {
+        connection: options.connection,
+        prefix: options.prefix,
+        defaultJobOptions: RUN_BATCH_JOB_OPTIONS,
+      }),
+    );
+  }
+  const queueFor = (type: string) => {
+    const queue = queues.get(type);
+    if (!queue) {
+      throw new Error(`No worker handler is registered for operation_type "${type}".`);
+    }
+    return queue;
+  };
+  const add = (step: RunBatchPayload) =>
+    queueFor(step.operation_type).add(RUN_BATCH_JOB, step, { jobId: runBatchJobId(step) });
+
+  return {
+    queues: [...queues.values()],
+    async startLanes(operation) {
+      const state = operation.state_json;
+      if (operation.status !== 'active' || state.execution !== 'background' || !state.dispatch_epoch) {
+        return 0;
+      }
+      const batchSize = options.handlers.get(operation.operation_type)?.batchSize ?? state.batch_size;
+      const lanes = Math.max(
+        1,
+        Math.min(state.max_parallel_batches ?? 4, Math.ceil(remainingOf(operation) / batchSize)),
+      );
+      const steps = Array.from({ length: lanes }, (_, lane) => ({
+        operation_id: operation.id,
+        organization_id: operation.organization_id,
+        conversation_id: operation.conversation_id,
+        operation_type: operation.operation_type,
+        epoch: state.dispatch_epoch as number,
+        lane,
+        seq: 0,
+      }));
+      await queueFor(operation.operation_type).addBulk(
+        steps.map((step) => ({ name: RUN_BATCH_JOB, data: step, opts: { jobId: runBatchJobId(step) } })),
+      );
+      return lanes;
+    },
+    async enqueueNext(step) {
+      await add({ ...step, seq: step.seq + 1 });
+    },
+    async liveLanes() {
+      const live = new Set<string>();
+      for (const queue of queues.values()) {
+        const jobs = await queue.getJobs([...LIVE_STATES]);
+        for (const job of jobs) {
+          const [operationId, epoch] = String(job.id).split('.');
+          live.add(`${operationId}.${epoch}`);
+        }
+      }
+      return live;
+    },
+    async close() {
+      await Promise.all([...queues.values()].map((queue) => queue.close()));
+    },
+  };
+}

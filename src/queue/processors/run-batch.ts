@@ -1,0 +1,191 @@
+/**
+ * One step of a lane: lease a batch (the job id is the lease owner), run the handler, record
+ * the outcomes through the same store functions the assistant's progress/update use, then add
+ * the lane's next step while the operation is active and has pending items. The last step to
+ * find nothing left completes the operation.
+ *
+ * A job BullMQ retries after a crash has the same id, so it gets its own batch back; a result is
+ * recorded only while its items are still leased to this job, so a late worker never overwrites
+ * the one that took over.
+ */
+import { type Job, UnrecoverableError } from 'bullmq';
+import { AppError } from '../../domain/errors.ts';
+import type { OperationRecord } from '../../domain/operation.ts';
+import type { HandlerRegistry } from '../../handlers/registry.ts';
+import { runHandler } from '../../handlers/run-handler.ts';
+import type { Logger } from '../../logger.ts';
+import type { Metrics } from '../../metrics.ts';
+import {
+  type ConversationScope,
+  completeOperation,
+  type Database,
+  leaseBatch,
+  recordResults,
+  releaseLeasedItems,
+} from '../../store/index.ts';
+import { RunBatchPayload } from '../catalog.ts';
+import type { Dispatcher } from '../dispatcher.ts';
+
+export interface RunBatchDeps {
+  db: Database;
+  handlers: HandlerRegistry;
+  dispatcher: Dispatcher;
+  logger: Logger;
+  metrics: Metrics;
+  leaseSeconds: number;
+  /**
+   * A signal that fires when the operation is paused or cancelled (from the control channel);
+   * `release` when the batch is over.
+   */
+  watchStop(operationId: string): { signal: AbortSignal; release(): void };
+}
+
+export interface RunBatchResult {
+  leased: number;
+  completed: number;
+  failed: number;
+  released: number;
+  next: 'enqueued' | 'completed_operation' | 'stopped';
+}
+
+function isAppError(error: unknown, ...codes: AppError['code'][]): boolean {
+  return error instanceof AppError && codes.includes(error.code);
+}
+
+/** Completes the operation when every item is recorded; quietly does nothing otherwise. */
+async function completeIfDone(db: Database, scope: ConversationScope, op: OperationRecord): Promise<boolean> {
+  try {
+    await completeOperation(db, scope, op.id, { force: false, actor: 'worker' });
+    return true;
+  } catch (error) {
+    if (isAppError(error, 'items_remaining', 'operation_finished')) {
+      return false;
+    }
+    throw error;
+  }
+}
+
+export function createRunBatchProcessor(deps: RunBatchDeps) {
+  return async (job: Job, _token?: string, shutdownSignal?: AbortSignal): Promise<RunBatchResult> => {
+    const parsed = RunBatchPayload.safeParse(job.data);
+    if (!parsed.success) {
+      throw new UnrecoverableError(`invalid ${job.name} payload: ${parsed.error.message}`);
+    }
+    const step = parsed.data;
+    const handler = deps.handlers.get(step.operation_type);
+    if (!handler) {
+      throw new UnrecoverableError(`no handler for operation_type "${step.operation_type}" in this worker`);
+    }
+    const owner = String(job.id);
+    const scope = { organizationId: step.organization_id, conversationId: step.conversation_id };
+    const logger = deps.logger.child({ operation_id: step.operation_id, job_id: owner });
+    const stopTimer = deps.metrics.batchDuration.startTimer({ operation_type: step.operation_type });
+
+    let lease: Awaited<ReturnType<typeof leaseBatch>>;
+    try {
+      lease = await leaseBatch(deps.db, scope, {
+        operationId: step.operation_id,
+        owner,
+        leaseSeconds: deps.leaseSeconds,
+        batchSize: handler.batchSize,
+        epoch: step.epoch,
+      });
+    } catch (error) {
+      if (isAppError(error, 'not_found')) {
+        return { leased: 0, completed: 0, failed: 0, released: 0, next: 'stopped' }; // deleted
+      }
+      throw error;
+    }
+    if (lease.reclaimed > 0) {
+      deps.metrics.leaseExpiries.inc({ operation_type: step.operation_type }, lease.reclaimed);
+    }
+    const op = lease.operation;
+    if (lease.batch.length === 0) {
+      // Nothing pending for this lane. The last lane out completes the operation.
+      const done = op.status === 'active' && lease.counts.remaining_count === 0 && (await completeIfDone(deps.db, scope, op));
+      if (done) {
+        await job.log(`operation completed: ${op.completed_count} completed, ${op.failed_count} failed`);
+      }
+      return { leased: 0, completed: 0, failed: 0, released: 0, next: done ? 'completed_operation' : 'stopped' };
+    }
+
+    const stop = deps.watchStop(step.operation_id);
+    const signal = shutdownSignal ? AbortSignal.any([stop.signal, shutdownSignal]) : stop.signal;
+    const outcome = await runHandler(handler, lease.batch, {
+      operationId: op.id,
+      organizationId: op.organization_id,
+      operationType: op.operation_type,
+      queryParams: op.state_json.query_params ?? {},
+      signal,
+      logger,
+    }).finally(() => stop.release());
+
+    let after = op;
+    let counts = lease.counts;
+    if (outcome.completed.length + outcome.failed.length > 0) {
+      try {
+        const recorded = await recordResults(deps.db, scope, {
+          operationId: op.id,
+          completedIds: outcome.completed,
+          failed: outcome.failed,
+          owner,
+        });
+        after = recorded.operation;
+        counts = recorded.counts;
+        if (recorded.leaseConflicts.length > 0) {
+          logger.warn({ items: recorded.leaseConflicts.length }, 'lease taken over by another worker; its result stands');
+        }
+      } catch (error) {
+        // Cancelled while the batch ran: the items are already abandoned; nothing to record.
+        if (!isAppError(error, 'operation_finished', 'not_found')) {
+          throw error;
+        }
+        return { leased: lease.batch.length, completed: 0, failed: 0, released: 0, next: 'stopped' };
+      }
+      deps.metrics.itemsRecorded.inc({ operation_type: op.operation_type, outcome: 'completed' }, outcome.completed.length);
+      deps.metrics.itemsRecorded.inc({ operation_type: op.operation_type, outcome: 'failed' }, outcome.failed.length);
+    }
+    const released = await releaseLeasedItems(deps.db, scope, op.id, owner, outcome.unhandled).catch((error: unknown) => {
+      // The lease expires by itself; releasing early only saves time.
+      logger.warn({ err: error }, 'could not release unhandled items');
+      return 0;
+    });
+    stopTimer();
+
+    const recordedCount = counts.completed_count + counts.failed_count;
+    await job.updateProgress({
+      operation_id: op.id,
+      recorded: recordedCount,
+      total: counts.total_items,
+      completed: counts.completed_count,
+      failed: counts.failed_count,
+      percent: counts.total_items === 0 ? 100 : Math.floor((recordedCount / counts.total_items) * 100),
+    });
+    await job.log(
+      `lane ${step.lane} step ${step.seq}: ${outcome.completed.length} completed, ${outcome.failed.length} failed` +
+        `${outcome.unhandled.length > 0 ? `, ${outcome.unhandled.length} released` : ''}; ` +
+        `operation ${recordedCount}/${counts.total_items} recorded`,
+    );
+
+    const result = {
+      leased: lease.batch.length,
+      completed: outcome.completed.length,
+      failed: outcome.failed.length,
+      released,
+    };
+    if (after.status !== 'active' || after.state_json.dispatch_epoch !== step.epoch) {
+      return { ...result, next: 'stopped' }; // paused, cancelled, or a newer lane generation runs
+    }
+    if (counts.remaining_count === 0) {
+      const done = await completeIfDone(deps.db, scope, after);
+      return { ...result, next: done ? 'completed_operation' : 'stopped' };
+    }
+    // Pending items remain (or this step gave some back): keep the lane going. A lane that
+    // finds nothing to lease ends itself, so an extra step costs one empty lease.
+    if (counts.remaining_count - counts.in_flight_count > 0) {
+      await deps.dispatcher.enqueueNext(step);
+      return { ...result, next: 'enqueued' };
+    }
+    return { ...result, next: 'stopped' };
+  };
+}

@@ -1,0 +1,144 @@
+/**
+ * Postgres is the source of truth; Redis only dispatches. The reconciler makes Redis agree with
+ * Postgres again, at start and then on an interval:
+ * - an active background operation with no live job of its current lane generation (Redis was
+ *   flushed or restarted without persistence, a job failed for good) gets a new generation;
+ * - expired leases go back to pending, so a crashed worker's items are handed out again;
+ * - an operation whose items are all recorded but which is still active is completed;
+ * - paused operations untouched for OPSPAD_PAUSED_TTL are cancelled (event `expired`).
+ *
+ * It runs on a timer in every worker process rather than as a BullMQ job: it must keep working
+ * when Redis has lost everything, its own schedule included. A Postgres advisory lock makes one
+ * process do each pass.
+ */
+import { AppError } from '../domain/errors.ts';
+import { remainingOf } from '../domain/operation.ts';
+import type { HandlerRegistry } from '../handlers/registry.ts';
+import type { Logger } from '../logger.ts';
+import {
+  advanceDispatchEpoch,
+  cancelOperation,
+  completeOperation,
+  type Database,
+  listActiveBackgroundOperationsAllOrganizations,
+  listIdlePausedOperationsAllOrganizations,
+  reclaimExpiredLeases,
+} from '../store/index.ts';
+import type { Dispatcher } from './dispatcher.ts';
+
+/** Arbitrary, distinct from the migrator's: the lock one reconciler pass holds. */
+const RECONCILE_LOCK_KEY = 7_303_140_002;
+const PAGE = 200;
+const NIL_UUID = '00000000-0000-0000-0000-000000000000';
+/** An operation touched this recently is left alone: its lanes are being enqueued right now. */
+const GRACE_MS = 3000;
+
+export interface ReconcileReport {
+  checked: number;
+  revived: number;
+  completed: number;
+  expired: number;
+}
+
+export interface Reconciler {
+  runOnce(): Promise<ReconcileReport | undefined>;
+  stop(): Promise<void>;
+}
+
+export interface ReconcilerOptions {
+  db: Database;
+  dispatcher: Dispatcher;
+  handlers: HandlerRegistry;
+  logger: Logger;
+  intervalMs: number;
+  pausedTtlMs: number;
+}
+
+async function pass(options: ReconcilerOptions): Promise<ReconcileReport> {
+  const { db, dispatcher, handlers } = options;
+  const report: ReconcileReport = { checked: 0, revived: 0, completed: 0, expired: 0 };
+  const live = await dispatcher.liveLanes();
+  let after = NIL_UUID;
+  for (;;) {
+    const page = await listActiveBackgroundOperationsAllOrganizations(db, after, PAGE);
+    for (const { operation, organizationId, conversationId } of page) {
+      after = operation.id;
+      if (!handlers.has(operation.operation_type)) {
+        continue; // another fleet's work
+      }
+      report.checked++;
+      const scope = { organizationId, conversationId };
+      const op = await reclaimExpiredLeases(db, scope, operation.id, 'reconciler');
+      if (remainingOf(op) === 0) {
+        try {
+          await completeOperation(db, scope, op.id, { force: false, actor: 'reconciler' });
+          report.completed++;
+        } catch (error) {
+          if (!(error instanceof AppError)) {
+            throw error;
+          }
+        }
+        continue;
+      }
+      const hasLiveLane = live.has(`${op.id}.${op.state_json.dispatch_epoch}`);
+      if (hasLiveLane || Date.now() - op.updated_at.getTime() < GRACE_MS) {
+        continue;
+      }
+      const revived = await advanceDispatchEpoch(db, scope, op.id);
+      if (revived) {
+        await dispatcher.startLanes(revived);
+        report.revived++;
+        options.logger.info({ operation_id: op.id, epoch: revived.state_json.dispatch_epoch }, 'operation re-dispatched');
+      }
+    }
+    if (page.length < PAGE) {
+      break;
+    }
+  }
+  const idle = await listIdlePausedOperationsAllOrganizations(db, Math.ceil(options.pausedTtlMs / 1000), PAGE);
+  for (const { operationId, ...scope } of idle) {
+    await cancelOperation(db, scope, operationId, {
+      actor: 'reconciler',
+      expiredReason: `paused longer than OPSPAD_PAUSED_TTL (${Math.round(options.pausedTtlMs / 1000)} s)`,
+    });
+    report.expired++;
+  }
+  return report;
+}
+
+export function startReconciler(options: ReconcilerOptions): Reconciler {
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<ReconcileReport | undefined> | undefined;
+  let stopped = false;
+
+  const runOnce = () => {
+    running ??= options.db
+      .withTryLock(RECONCILE_LOCK_KEY, () => pass(options))
+      .catch((error: unknown) => {
+        options.logger.warn({ err: error }, 'reconcile pass failed; retrying on the next tick');
+        return undefined;
+      })
+      .finally(() => {
+        running = undefined;
+      });
+    return running;
+  };
+  const tick = async () => {
+    const report = await runOnce();
+    if (report && report.revived + report.completed + report.expired > 0) {
+      options.logger.info(report, 'reconciled');
+    }
+    if (!stopped) {
+      timer = setTimeout(tick, options.intervalMs);
+    }
+  };
+  void tick();
+  return {
+    runOnce,
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await running;
+    },
+  };
+}
