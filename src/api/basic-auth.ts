@@ -26,6 +26,13 @@ export function requireBasicAuth(credentials: AdminCredentials, realm = 'opspad 
     res.set('WWW-Authenticate', `Basic realm="${realm}", charset="UTF-8"`);
     res
       .status(401)
-      .json(errorBody(new AppError('unauthorized', 'Sign in with the operator user and password (OPSPAD_ADMIN_USER, OPSPAD_ADMIN_PASSWORD).')));
+      .json(
+        errorBody(
+          new AppError(
+            'unauthorized',
+            'Sign in with the operator user and password (OPSPAD_ADMIN_USER, OPSPAD_ADMIN_PASSWORD).',
+          ),
+        ),
+      );
   };
 }

@@ -15,9 +15,9 @@ import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
 import { contextRouter } from './routes/context.ts';
-import { eventsRouter } from './routes/events.ts';
 import { healthRouter, type Readiness } from './routes/health.ts';
 import { metricsRouter } from './routes/metrics.ts';
+import { operationsRouter } from './routes/operations.ts';
 import { toolsRouter } from './routes/tools.ts';
 
 export interface AppDeps {
@@ -67,7 +67,7 @@ export function createApp(deps: AppDeps): express.Express {
   v1.use(rejectNulCharacters);
   v1.use(toolsRouter(deps.tools));
   v1.use(contextRouter(deps.db));
-  v1.use(eventsRouter(deps.db, deps.eventsPollMs ?? 1000, deps.readiness.accepting));
+  v1.use(operationsRouter(deps.db, deps.eventsPollMs ?? 1000, deps.readiness.accepting));
   app.use('/v1', v1);
 
   app.use(notFoundHandler);

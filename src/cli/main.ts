@@ -2,10 +2,10 @@
  * The `opspad` command. Parses the environment once, then runs one subcommand.
  */
 import { parseArgs } from 'node:util';
+import { BOARD_PATH } from '../api/board.ts';
 import { type Config, ConfigError, loadConfig } from '../config/env.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { createOpspad } from '../main.ts';
-import { BOARD_PATH } from '../api/board.ts';
 import { createApiKey, type OpspadDatabase, openDatabase, runMigrations } from '../store/index.ts';
 import { createKeyViaLocalControl, ensureEmbeddedDatabaseFree, listenLocalControl } from './local-control.ts';
 import { watchOperation } from './watch.ts';
@@ -58,7 +58,10 @@ async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Pr
     throw error;
   }
   if (!config.DATABASE_URL) {
-    logger.info({ dataDir: config.OPSPAD_DATA_DIR }, 'using the embedded PGlite database (set DATABASE_URL for Postgres)');
+    logger.info(
+      { dataDir: config.OPSPAD_DATA_DIR },
+      'using the embedded PGlite database (set DATABASE_URL for Postgres)',
+    );
   }
   if (opspad.url) {
     const password = opspad.adminPasswordGenerated
@@ -101,7 +104,9 @@ async function opsWatch(config: Config, args: string[]): Promise<number> {
   const operationId = positionals[0];
   const apiKey = values.key ?? config.OPSPAD_API_KEY;
   if (!operationId || !apiKey) {
-    throw new UsageError('Usage: opspad ops watch <operation_id> [--url URL] [--key API_KEY] (or OPSPAD_URL, OPSPAD_API_KEY)');
+    throw new UsageError(
+      'Usage: opspad ops watch <operation_id> [--url URL] [--key API_KEY] (or OPSPAD_URL, OPSPAD_API_KEY)',
+    );
   }
   const baseUrl = (values.url ?? config.OPSPAD_URL ?? `http://${config.HOST}:${config.PORT}`).replace(/\/$/, '');
   const last = await watchOperation({ baseUrl, apiKey, operationId, out: process.stdout });

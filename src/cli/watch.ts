@@ -24,7 +24,11 @@ function duration(seconds: number): string {
     return '--';
   }
   const s = Math.round(seconds);
-  return s >= 3600 ? `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m` : s >= 60 ? `${Math.floor(s / 60)}m${s % 60}s` : `${s}s`;
+  return s >= 3600
+    ? `${Math.floor(s / 3600)}h${Math.floor((s % 3600) / 60)}m`
+    : s >= 60
+      ? `${Math.floor(s / 60)}m${s % 60}s`
+      : `${s}s`;
 }
 
 /** One line describing the operation; `rate` in items per second. */

@@ -11,7 +11,10 @@ import type { Logger } from '../logger.ts';
 /** A permanent failure of one item: recorded at once with `reason`, never retried. */
 export class ItemError extends Error {
   override readonly name = 'ItemError';
-  constructor(readonly reason: string, options?: ErrorOptions) {
+  constructor(
+    readonly reason: string,
+    options?: ErrorOptions,
+  ) {
     super(reason, options);
   }
 }
@@ -22,7 +25,11 @@ export class ItemError extends Error {
  */
 export class RetryableError extends Error {
   override readonly name = 'RetryableError';
-  constructor(message: string, readonly retryAfterMs?: number, options?: ErrorOptions) {
+  constructor(
+    message: string,
+    readonly retryAfterMs?: number,
+    options?: ErrorOptions,
+  ) {
     super(message, options);
   }
 }

@@ -30,8 +30,6 @@ import type { Dispatcher } from './dispatcher.ts';
 const RECONCILE_LOCK_KEY = 7_303_140_002;
 const PAGE = 200;
 const NIL_UUID = '00000000-0000-0000-0000-000000000000';
-/** An operation touched this recently is left alone: its lanes are being enqueued right now. */
-const GRACE_MS = 3000;
 
 export interface ReconcileReport {
   checked: number;
@@ -54,6 +52,14 @@ export interface ReconcilerOptions {
   pausedTtlMs: number;
 }
 
+/**
+ * An operation touched within the last interval is left alone: its lanes may be being enqueued
+ * at this moment, and a live one touches it at every batch.
+ */
+function graceMs(options: ReconcilerOptions): number {
+  return Math.min(options.intervalMs, 5000);
+}
+
 async function pass(options: ReconcilerOptions): Promise<ReconcileReport> {
   const { db, dispatcher, handlers } = options;
   const report: ReconcileReport = { checked: 0, revived: 0, completed: 0, expired: 0 };
@@ -61,7 +67,7 @@ async function pass(options: ReconcilerOptions): Promise<ReconcileReport> {
   let after = NIL_UUID;
   for (;;) {
     const page = await listActiveBackgroundOperationsAllOrganizations(db, after, PAGE);
-    for (const { operation, organizationId, conversationId } of page) {
+    for (const { operation, organizationId, conversationId, idleMs } of page) {
       after = operation.id;
       if (!handlers.has(operation.operation_type)) {
         continue; // another fleet's work
@@ -81,14 +87,17 @@ async function pass(options: ReconcilerOptions): Promise<ReconcileReport> {
         continue;
       }
       const hasLiveLane = live.has(`${op.id}.${op.state_json.dispatch_epoch}`);
-      if (hasLiveLane || Date.now() - op.updated_at.getTime() < GRACE_MS) {
+      if (hasLiveLane || idleMs < graceMs(options)) {
         continue;
       }
       const revived = await advanceDispatchEpoch(db, scope, op.id);
       if (revived) {
         await dispatcher.startLanes(revived);
         report.revived++;
-        options.logger.info({ operation_id: op.id, epoch: revived.state_json.dispatch_epoch }, 'operation re-dispatched');
+        options.logger.info(
+          { operation_id: op.id, epoch: revived.state_json.dispatch_epoch },
+          'operation re-dispatched',
+        );
       }
     }
     if (page.length < PAGE) {

@@ -5,7 +5,6 @@
  * while different operations never wait for each other.
  */
 import { AppError } from '../domain/errors.ts';
-import { OPERATION_DEFAULTS } from '../domain/operation-input.ts';
 import {
   breakerReason,
   breakerTrips,
@@ -18,6 +17,7 @@ import {
   pushOutcomes,
   remainingOf,
 } from '../domain/operation.ts';
+import { OPERATION_DEFAULTS } from '../domain/operation-input.ts';
 import {
   type ConversationScope,
   conversationNotFound,
@@ -33,8 +33,8 @@ import {
   type FailureRow,
   failuresPage,
   findItems,
-  insertItems,
   type ItemState,
+  insertItems,
   leaseNext,
   markCompleted,
   markFailed,
@@ -290,7 +290,14 @@ export async function leaseBatch(db: Database, scope: ConversationScope, params:
     if (batch.length === 0 && op.status === 'active' && epochMatches) {
       const { cursor, released } = await reclaimExpired(tx, scope, op, params.owner);
       reclaimed = released;
-      batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, cursor, params.batchSize ?? op.state_json.batch_size);
+      batch = await leaseNext(
+        tx,
+        op.id,
+        params.owner,
+        params.leaseSeconds,
+        cursor,
+        params.batchSize ?? op.state_json.batch_size,
+      );
       const last = batch.at(-1);
       // Nothing pending at or after the cursor: jump it to the end so later scans are empty.
       const nextCursor = last ? last.ordinal + 1 : op.total_items;
@@ -412,7 +419,9 @@ export async function recordResults(
     const failed = await markFailed(tx, op.id, failedOrdinals, failedReasons);
     if (completed + failed > 0) {
       const maxRate = op.state_json.max_failure_rate;
-      const window = maxRate ? pushOutcomes(op.state_json.recent_outcomes ?? '', outcomesInOrder(found, failedById)) : '';
+      const window = maxRate
+        ? pushOutcomes(op.state_json.recent_outcomes ?? '', outcomesInOrder(found, failedById))
+        : '';
       const trips = op.status === 'active' && breakerTrips(window, maxRate);
       const statePatch: Partial<OperationState> = maxRate ? { recent_outcomes: window } : {};
       if (trips && maxRate) {
@@ -498,7 +507,10 @@ export async function cancelOperation(
   db: Database,
   scope: ConversationScope,
   operationId: string,
-  { actor, expiredReason }: { actor: string; /** Set when maintenance expires the operation. */ expiredReason?: string },
+  {
+    actor,
+    expiredReason,
+  }: { actor: string /** Set when maintenance expires the operation. */; expiredReason?: string },
 ): Promise<FinishResult> {
   return db.transaction(async (tx) => {
     let op = await lockOperation(tx, scope, operationId);
@@ -582,7 +594,9 @@ export async function resumeOperation(
       // A new lane generation for background work; the breaker starts from a clean window.
       op = await setStatus(tx, op.id, 'active', {
         recent_outcomes: '',
-        ...(op.state_json.execution === 'background' ? { dispatch_epoch: (op.state_json.dispatch_epoch ?? 0) + 1 } : {}),
+        ...(op.state_json.execution === 'background'
+          ? { dispatch_epoch: (op.state_json.dispatch_epoch ?? 0) + 1 }
+          : {}),
       });
       await appendEvent(tx, {
         operationId: op.id,
@@ -758,6 +772,8 @@ export async function listOpenOperations(
 
 export interface ActiveBackgroundOperation extends ConversationScope {
   operation: OperationRecord;
+  /** Milliseconds since the operation last changed, by the database's clock. */
+  idleMs: number;
 }
 
 /** Active background operations after `afterId` (keyset pages), every organization. */
@@ -766,14 +782,16 @@ export async function listActiveBackgroundOperationsAllOrganizations(
   afterId: string,
   limit: number,
 ): Promise<ActiveBackgroundOperation[]> {
-  const rows = await db.query<OperationRecord>(
-    `SELECT ${OPERATION_COLUMNS} FROM assistant_operation
+  const rows = await db.query<OperationRecord & { idle_ms: number }>(
+    `SELECT ${OPERATION_COLUMNS}, (extract(epoch FROM now() - updated_at) * 1000)::int AS idle_ms
+     FROM assistant_operation
      WHERE status = 'active' AND state_json->>'execution' = 'background' AND id > $1::uuid
      ORDER BY id LIMIT $2`,
     [afterId, limit],
   );
-  return rows.map((operation) => ({
+  return rows.map(({ idle_ms, ...operation }) => ({
     operation,
+    idleMs: idle_ms,
     organizationId: operation.organization_id,
     conversationId: operation.conversation_id,
   }));

@@ -6,10 +6,10 @@
  * the run's database is created next to whatever database that URL names.
  */
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
+import { deleteQueueKeys } from './redis.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -51,23 +51,6 @@ export default async function setup(project: TestProject) {
   return async () => {
     await admin.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
     await admin.end();
-    await deleteKeys(redisUrl, `${queuePrefix}*`);
+    await deleteQueueKeys(queuePrefix, redisUrl);
   };
-}
-
-/** Removes every Redis key of this run (each harness prefixes its queues with the run's prefix). */
-async function deleteKeys(redisUrl: string, pattern: string): Promise<void> {
-  const redis = new Redis(redisUrl);
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) {
-        await redis.del(...keys);
-      }
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
 }

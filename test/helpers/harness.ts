@@ -6,8 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
 import { loadConfig } from '../../src/config/env.ts';
-import { createLogger } from '../../src/logger.ts';
 import type { Handler } from '../../src/handlers/types.ts';
+import { createLogger } from '../../src/logger.ts';
 import { createOpspad, type Opspad } from '../../src/main.ts';
 import {
   createApiKey,

@@ -102,7 +102,8 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
     const op = lease.operation;
     if (lease.batch.length === 0) {
       // Nothing pending for this lane. The last lane out completes the operation.
-      const done = op.status === 'active' && lease.counts.remaining_count === 0 && (await completeIfDone(deps.db, scope, op));
+      const done =
+        op.status === 'active' && lease.counts.remaining_count === 0 && (await completeIfDone(deps.db, scope, op));
       if (done) {
         await job.log(`operation completed: ${op.completed_count} completed, ${op.failed_count} failed`);
       }
@@ -133,7 +134,10 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
         after = recorded.operation;
         counts = recorded.counts;
         if (recorded.leaseConflicts.length > 0) {
-          logger.warn({ items: recorded.leaseConflicts.length }, 'lease taken over by another worker; its result stands');
+          logger.warn(
+            { items: recorded.leaseConflicts.length },
+            'lease taken over by another worker; its result stands',
+          );
         }
       } catch (error) {
         // Cancelled while the batch ran: the items are already abandoned; nothing to record.
@@ -142,14 +146,19 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
         }
         return { leased: lease.batch.length, completed: 0, failed: 0, released: 0, next: 'stopped' };
       }
-      deps.metrics.itemsRecorded.inc({ operation_type: op.operation_type, outcome: 'completed' }, outcome.completed.length);
+      deps.metrics.itemsRecorded.inc(
+        { operation_type: op.operation_type, outcome: 'completed' },
+        outcome.completed.length,
+      );
       deps.metrics.itemsRecorded.inc({ operation_type: op.operation_type, outcome: 'failed' }, outcome.failed.length);
     }
-    const released = await releaseLeasedItems(deps.db, scope, op.id, owner, outcome.unhandled).catch((error: unknown) => {
-      // The lease expires by itself; releasing early only saves time.
-      logger.warn({ err: error }, 'could not release unhandled items');
-      return 0;
-    });
+    const released = await releaseLeasedItems(deps.db, scope, op.id, owner, outcome.unhandled).catch(
+      (error: unknown) => {
+        // The lease expires by itself; releasing early only saves time.
+        logger.warn({ err: error }, 'could not release unhandled items');
+        return 0;
+      },
+    );
     stopTimer();
 
     const recordedCount = counts.completed_count + counts.failed_count;

@@ -1,4 +1,6 @@
 /**
+ * Operations by id within the key's organization, whatever their conversation:
+ * `GET /v1/operations/:operationId` (status and counts) and
  * `GET /v1/operations/:operationId/events`: an operation's progress as server-sent events, for
  * `opspad ops watch` and UIs. Reads Postgres (the source of truth) once a second, so it works
  * the same whichever process or machine does the work; the stream ends when the operation does.
@@ -16,8 +18,25 @@ import { principalOf } from '../auth.ts';
 const Params = z.object({ operationId: z.uuid({ error: 'must be an operation id (a UUID)' }) });
 const KEEPALIVE_MS = 15_000;
 
-export function eventsRouter(db: Database, pollMs: number, accepting: () => boolean): Router {
+function summary({ operation, counts }: Awaited<ReturnType<typeof getOperationInOrganization>>) {
+  return {
+    operation_id: operation.id,
+    status: operation.status,
+    operation_type: operation.operation_type,
+    conversation_id: operation.conversation_id,
+    execution: operation.state_json.execution,
+    paused_reason: operation.status === 'paused' ? (operation.state_json.paused_reason ?? null) : null,
+    ...counts,
+  };
+}
+
+export function operationsRouter(db: Database, pollMs: number, accepting: () => boolean): Router {
   const router = Router();
+  router.get('/operations/:operationId', async (req, res) => {
+    const { operationId } = parseOrThrow(Params, req.params, 'path');
+    res.json(summary(await getOperationInOrganization(db, principalOf(res).organizationId, operationId)));
+  });
+
   router.get('/operations/:operationId/events', async (req, res) => {
     const { operationId } = parseOrThrow(Params, req.params, 'path');
     const { organizationId } = principalOf(res);
@@ -33,13 +52,7 @@ export function eventsRouter(db: Database, pollMs: number, accepting: () => bool
     const send = (event: string, data: unknown, id?: number) => {
       res.write(`${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     };
-    const progress = () => ({
-      operation_id: snapshot.operation.id,
-      status: snapshot.operation.status,
-      operation_type: snapshot.operation.operation_type,
-      paused_reason: snapshot.operation.status === 'paused' ? (snapshot.operation.state_json.paused_reason ?? null) : null,
-      ...snapshot.counts,
-    });
+    const progress = () => summary(snapshot);
 
     let closed = false;
     req.on('close', () => {

@@ -1,0 +1,79 @@
+/**
+ * Waiting for things to happen without sleeping for a guessed time: follow an operation's own
+ * event stream, or poll a condition in a bounded loop.
+ */
+import type { Tenant } from './harness.ts';
+
+export interface ProgressEvent {
+  operation_id: string;
+  status: string;
+  total_items: number;
+  completed_count: number;
+  failed_count: number;
+  remaining_count: number;
+  in_flight_count: number;
+  paused_reason: string | null;
+}
+
+/**
+ * Follows `GET /v1/operations/:id/events` until a progress (or end) event satisfies `until`;
+ * rejects after `timeoutMs`.
+ */
+export async function waitForProgress(
+  baseUrl: string,
+  tenant: Tenant,
+  operationId: string,
+  until: (progress: ProgressEvent) => boolean,
+  timeoutMs = 60_000,
+): Promise<ProgressEvent> {
+  const response = await fetch(`${baseUrl}/v1/operations/${operationId}/events`, {
+    headers: { authorization: `Bearer ${tenant.apiKey}` },
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  if (!response.ok || !response.body) {
+    throw new Error(`events stream answered ${response.status}: ${await response.text()}`);
+  }
+  const decoder = new TextDecoder();
+  let buffer = '';
+  let last: ProgressEvent | undefined;
+  try {
+    for await (const chunk of response.body) {
+      buffer += decoder.decode(chunk, { stream: true });
+      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const event = /^event: (.*)$/m.exec(block)?.[1];
+        const data = /^data: (.*)$/m.exec(block)?.[1];
+        if ((event === 'progress' || event === 'end') && data) {
+          last = JSON.parse(data) as ProgressEvent;
+          if (until(last)) {
+            return last;
+          }
+        }
+      }
+    }
+  } finally {
+    await response.body.cancel().catch(() => {});
+  }
+  throw new Error(`the events stream ended before the condition held; last: ${JSON.stringify(last)}`);
+}
+
+export const finished = (p: ProgressEvent) => p.status === 'completed' || p.status === 'cancelled';
+
+/** Polls `check` every `intervalMs` until it returns a value other than undefined. */
+export async function eventually<T>(
+  check: () => Promise<T | undefined>,
+  { timeoutMs = 30_000, intervalMs = 50, what = 'condition' } = {},
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
