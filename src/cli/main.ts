@@ -6,6 +6,7 @@ import { BOARD_PATH } from '../api/board.ts';
 import { type Config, ConfigError, loadConfig } from '../config/env.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { createOpspad } from '../main.ts';
+import { assertRedisReachable } from '../queue/connection.ts';
 import { createApiKey, type OpspadDatabase, openDatabase, runMigrations } from '../store/index.ts';
 import { createKeyViaLocalControl, ensureEmbeddedDatabaseFree, listenLocalControl } from './local-control.ts';
 import { watchOperation } from './watch.ts';
@@ -47,6 +48,8 @@ async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Pr
       'opspad worker needs DATABASE_URL: workers in their own processes share one Postgres server. The embedded database serves a single process; use opspad start for that.',
     );
   }
+  // Before the database: a missing Redis is the most common first-run problem; say so at once.
+  await assertRedisReachable(config.REDIS_URL);
   const db = await openForCommand(config);
   const control = config.DATABASE_URL ? null : await listenLocalControl(config.OPSPAD_DATA_DIR, db);
   let opspad: Awaited<ReturnType<typeof createOpspad>>;

@@ -1,0 +1,146 @@
+/**
+ * The `opspad` command as a newcomer meets it: keys, a clear refusal when Redis is down or a
+ * variable is wrong, and the embedded database shared with a running service.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { authenticateApiKey, createPostgresDatabase } from '../../src/store/index.ts';
+
+const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function opspad(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { PATH: process.env.PATH ?? '', OPSPAD_LOG_LEVEL: 'warn', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`opspad ${args.join(' ')} did not exit within ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('the opspad command', () => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'opspad-cli-'));
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it('creates an API key that authenticates, printing JSON', async () => {
+    const databaseUrl = inject('databaseUrl');
+    const run = await opspad(['keys', 'create', '--org', `cli-${Date.now()}`, '--json'], { DATABASE_URL: databaseUrl });
+    expect(run.code, run.stderr).toBe(0);
+    const printed = JSON.parse(run.stdout) as { organization_id: string; api_key: string };
+    expect(Object.keys(printed).sort()).toEqual(['api_key', 'organization_id']);
+    const db = createPostgresDatabase({ connectionString: databaseUrl, poolSize: 1 });
+    try {
+      expect(await authenticateApiKey(db, printed.api_key)).toMatchObject({ organizationId: printed.organization_id });
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('stops at start with a message naming a bad variable', async () => {
+    const run = await opspad(['start'], { PORT: 'eighty', OPSPAD_DATA_DIR: dataDir });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('PORT: must be a port number');
+  });
+
+  it('says what to do when Redis is unreachable', async () => {
+    const run = await opspad(['start'], {
+      REDIS_URL: 'redis://127.0.0.1:1',
+      PORT: '0',
+      OPSPAD_DATA_DIR: dataDir,
+    });
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/Redis at redis:\/\/127\.0\.0\.1:1 is not reachable .*start it .* or set REDIS_URL/);
+  });
+
+  it('refuses a worker process without a shared Postgres', async () => {
+    const run = await opspad(['worker'], { OPSPAD_DATA_DIR: dataDir, REDIS_URL: inject('redisUrl') });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('opspad worker needs DATABASE_URL');
+  });
+});
+
+describe('opspad start on the embedded database', () => {
+  it('serves the API, creates keys beside it through the control socket, and stops on SIGTERM', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-start-'));
+    const port = String(20_000 + Math.floor(Math.random() * 20_000));
+    const env = {
+      PATH: process.env.PATH ?? '',
+      OPSPAD_DATA_DIR: dataDir,
+      PORT: port,
+      REDIS_URL: inject('redisUrl'),
+      OPSPAD_QUEUE_PREFIX: `${inject('queuePrefix')}-cli`,
+      OPSPAD_LOG_LEVEL: 'info',
+    };
+    const server = spawn(process.execPath, [BIN, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    server.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const exited = new Promise<number | null>((resolve) => server.on('exit', resolve));
+    try {
+      // Ready once it prints where Bull Board is, after the API listens.
+      server.stdout.resume();
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`start did not listen: ${stderr}`)), 60_000);
+        server.stderr.on('data', () => {
+          if (stderr.includes('Bull Board:')) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+        void exited.then(() => reject(new Error(`start exited: ${stderr}`)));
+      });
+      expect(stderr).toMatch(/Bull Board: http:\/\/127\.0\.0\.1:\d+\/admin\/queues {2}user: admin {2}password: \S+/);
+
+      const keys = await opspad(['keys', 'create', '--org', 'acme', '--json'], env);
+      expect(keys.code, keys.stderr).toBe(0);
+      const { api_key: apiKey } = JSON.parse(keys.stdout) as { api_key: string };
+      const conversation = '7b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f';
+      const response = await fetch(
+        `http://127.0.0.1:${port}/v1/conversations/${conversation}/tools/manage_assistant_operation`,
+        {
+          method: 'POST',
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ action: 'create', operation_type: 'send_sms', total_items: 2, item_ids: ['a', 'b'] }),
+        },
+      );
+      expect(response.status).toBe(200);
+
+      // A second service on the same embedded database is refused, not allowed to corrupt it.
+      const second = await opspad(['start'], { ...env, PORT: String(Number(port) + 1) });
+      expect(second.code).toBe(1);
+      expect(second.stderr).toContain('Another opspad process is using the embedded database');
+
+      server.kill('SIGTERM');
+      expect(await exited).toBe(0);
+    } finally {
+      server.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
