@@ -1,0 +1,155 @@
+/**
+ * The handler contract as the workers apply it: permanent failures, retries with backoff,
+ * Retry-After hints, batch outcomes, and items given back when the signal fires.
+ */
+import { describe, expect, it } from 'vitest';
+import { createLogger } from '../logger.ts';
+import { runHandler } from './run-handler.ts';
+import { type BatchHandler, type HandlerContext, ItemError, type ItemHandler, RetryableError } from './types.ts';
+
+function context(signal = new AbortController().signal): HandlerContext {
+  return {
+    operationId: '00000000-0000-4000-8000-000000000001',
+    organizationId: '00000000-0000-4000-8000-000000000002',
+    operationType: 'test',
+    queryParams: {},
+    signal,
+    logger: createLogger('silent'),
+  };
+}
+
+describe('runHandler with a per-item handler', () => {
+  it('completes, fails for good on ItemError, and retries other errors up to attempts', async () => {
+    const calls = new Map<string, number>();
+    const keys: string[] = [];
+    const handler: ItemHandler = {
+      type: 'test',
+      attempts: 3,
+      backoffMs: 0,
+      async handle(id, ctx) {
+        calls.set(id, (calls.get(id) ?? 0) + 1);
+        keys.push(ctx.idempotencyKey);
+        if (id === 'bad') {
+          throw new ItemError('no phone number');
+        }
+        if (id === 'flaky' && ctx.attempt < 2) {
+          throw new Error('socket hang up');
+        }
+        if (id === 'down') {
+          throw new Error(`still down (attempt ${ctx.attempt})`);
+        }
+      },
+    };
+    const outcome = await runHandler(handler, ['ok', 'bad', 'flaky', 'down'], context());
+    expect(outcome).toEqual({
+      completed: ['ok', 'flaky'],
+      failed: [
+        { id: 'bad', reason: 'no phone number' },
+        { id: 'down', reason: 'still down (attempt 3)' },
+      ],
+      unhandled: [],
+    });
+    expect(Object.fromEntries(calls)).toEqual({ ok: 1, bad: 1, flaky: 2, down: 3 });
+    expect(keys[0]).toBe('00000000-0000-4000-8000-000000000001:ok');
+  });
+
+  it('waits the RetryableError delay instead of the backoff', async () => {
+    const seen: number[] = [];
+    const handler: ItemHandler = {
+      type: 'test',
+      attempts: 2,
+      backoffMs: 60_000, // would time the test out if it were used
+      async handle(_id, ctx) {
+        seen.push(ctx.attempt);
+        if (ctx.attempt === 1) {
+          throw new RetryableError('HTTP 429', 1);
+        }
+      },
+    };
+    expect((await runHandler(handler, ['a'], context())).completed).toEqual(['a']);
+    expect(seen).toEqual([1, 2]);
+  });
+
+  it('gives back the items it did not handle when the signal fires', async () => {
+    const controller = new AbortController();
+    const handler: ItemHandler = {
+      type: 'test',
+      async handle(id) {
+        if (id === 'b') {
+          controller.abort(new Error('paused'));
+          throw new Error('aborted mid-item');
+        }
+      },
+    };
+    const outcome = await runHandler(handler, ['a', 'b', 'c', 'd'], context(controller.signal));
+    expect(outcome).toEqual({ completed: ['a'], failed: [], unhandled: ['b', 'c', 'd'] });
+  });
+
+  it('gives an item back when the signal fires during the backoff', async () => {
+    const controller = new AbortController();
+    const handler: ItemHandler = {
+      type: 'test',
+      attempts: 5,
+      backoffMs: 60_000,
+      async handle() {
+        queueMicrotask(() => controller.abort(new Error('cancelled')));
+        throw new Error('transient');
+      },
+    };
+    const outcome = await runHandler(handler, ['a'], context(controller.signal));
+    expect(outcome).toEqual({ completed: [], failed: [], unhandled: ['a'] });
+  });
+});
+
+describe('runHandler with a batch handler', () => {
+  it('records outcomes, retries only the items left out, and ignores ids it was not given', async () => {
+    const batches: string[][] = [];
+    const handler: BatchHandler = {
+      type: 'test',
+      attempts: 3,
+      backoffMs: 0,
+      async handleBatch(ids, ctx) {
+        batches.push([...ids]);
+        if (ctx.attempt === 1) {
+          return [
+            { id: 'a', status: 'completed' },
+            { id: 'b', status: 'failed', reason: 'invalid' },
+            { id: 'intruder', status: 'completed' },
+          ];
+        }
+        return ids.map((id) => ({ id, status: 'completed' as const }));
+      },
+    };
+    const outcome = await runHandler(handler, ['a', 'b', 'c'], context());
+    expect(outcome).toEqual({ completed: ['a', 'c'], failed: [{ id: 'b', reason: 'invalid' }], unhandled: [] });
+    expect(batches).toEqual([['a', 'b', 'c'], ['c']]);
+  });
+
+  it('fails the whole batch on ItemError, and after the last attempt with the last message', async () => {
+    const permanent: BatchHandler = {
+      type: 'test',
+      async handleBatch() {
+        throw new ItemError('account suspended');
+      },
+    };
+    expect(await runHandler(permanent, ['a', 'b'], context())).toEqual({
+      completed: [],
+      failed: [
+        { id: 'a', reason: 'account suspended' },
+        { id: 'b', reason: 'account suspended' },
+      ],
+      unhandled: [],
+    });
+    let tries = 0;
+    const down: BatchHandler = {
+      type: 'test',
+      attempts: 2,
+      backoffMs: 0,
+      async handleBatch() {
+        tries++;
+        throw new Error(`upstream down #${tries}`);
+      },
+    };
+    expect((await runHandler(down, ['a'], context())).failed).toEqual([{ id: 'a', reason: 'upstream down #2' }]);
+  });
+});
