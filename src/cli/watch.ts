@@ -88,6 +88,7 @@ export async function watchOperation(options: WatchOptions): Promise<Progress | 
   const tty = options.out.isTTY === true;
   const samples: { at: number; done: number }[] = [];
   let last: Progress | undefined;
+  let lastLine = '';
   for await (const { event, data } of serverSentEvents(response.body)) {
     if (event !== 'progress' && event !== 'end') {
       continue;
@@ -103,7 +104,10 @@ export async function watchOperation(options: WatchOptions): Promise<Progress | 
     const elapsed = first ? (Date.now() - first.at) / 1000 : 0;
     const rate = first && elapsed > 0 ? (done - first.done) / elapsed : 0;
     const line = progressLine(last, rate);
-    options.out.write(tty ? `\r\x1b[2K${line}` : `${line}\n`);
+    if (line !== lastLine) {
+      options.out.write(tty ? `\r\x1b[2K${line}` : `${line}\n`);
+      lastLine = line;
+    }
     if (event === 'end') {
       break;
     }
