@@ -9,6 +9,7 @@
 import { sql } from 'drizzle-orm';
 import {
   bigserial,
+  boolean,
   check,
   index,
   integer,
@@ -143,4 +144,151 @@ export const operationEvent = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [index('idx_operation_event_operation').on(t.operationId, t.id)],
+);
+
+// ─── Scratchpads ─────────────────────────────────────────────────────────────────────────────
+
+/**
+ * An execution scopes notes (the notes scratchpad): notes written in it are cleared when it
+ * ends; persistent notes belong to the conversation and survive.
+ */
+export const assistantExecution = pgTable(
+  'assistant_execution',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    conversationId: uuid('conversation_id')
+      .notNull()
+      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    status: varchar('status', { length: 16 }).notNull().default('running'),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    endedAt: timestamp('ended_at', { withTimezone: true }),
+  },
+  (t) => [
+    index('idx_assistant_execution_conversation').on(t.conversationId),
+    check('ck_assistant_execution_status', sql`status IN ('running', 'ended')`),
+  ],
+);
+
+/**
+ * Notes of the notes scratchpad. `execution_id` null: the conversation's own scope. Persistent
+ * notes belong to the conversation (execution_id null) and are shown in every execution.
+ */
+export const scratchpadNote = pgTable(
+  'scratchpad_note',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    conversationId: uuid('conversation_id')
+      .notNull()
+      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    executionId: uuid('execution_id').references(() => assistantExecution.id, { onDelete: 'cascade' }),
+    persistent: boolean('persistent').notNull().default(false),
+    text: text('text').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('idx_scratchpad_note_scope').on(t.conversationId, t.executionId, t.id)],
+);
+
+/** Every read and write of the notes scratchpad, in order, for operators. */
+export const scratchpadTrace = pgTable(
+  'scratchpad_trace',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    conversationId: uuid('conversation_id')
+      .notNull()
+      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    executionId: uuid('execution_id').references(() => assistantExecution.id, { onDelete: 'cascade' }),
+    kind: varchar('kind', { length: 8 }).notNull(),
+    notes: text('notes'),
+    at: timestamp('at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    index('idx_scratchpad_trace_execution').on(t.executionId, t.id),
+    check('ck_scratchpad_trace_kind', sql`kind IN ('read', 'write')`),
+  ],
+);
+
+/**
+ * The structured scratchpad of a conversation (goals, open items, facts, refs): the current
+ * version here, every version in scratchpad_version. `version` is the optimistic-concurrency
+ * token every write compares.
+ */
+export const scratchpad = pgTable('scratchpad', {
+  conversationId: uuid('conversation_id')
+    .primaryKey()
+    .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+  organizationId: uuid('organization_id')
+    .notNull()
+    .references(() => organization.id, { onDelete: 'cascade' }),
+  version: integer('version').notNull(),
+  pad: jsonb('pad').notNull(),
+  /** Per-pad options (reorganize_every, schema_retries, max_recent_messages). */
+  settings: jsonb('settings').notNull().default({}),
+  /** Writes since the last reorganization: the cadence counter. */
+  writesSinceReorganize: integer('writes_since_reorganize').notNull().default(0),
+  /** The version the last reorganization produced or examined; the sweep skips unchanged pads. */
+  reorganizedVersion: integer('reorganized_version').notNull().default(0),
+  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+export const scratchpadVersion = pgTable(
+  'scratchpad_version',
+  {
+    conversationId: uuid('conversation_id')
+      .notNull()
+      .references(() => scratchpad.conversationId, { onDelete: 'cascade' }),
+    version: integer('version').notNull(),
+    pad: jsonb('pad').notNull(),
+    source: varchar('source', { length: 32 }).notNull(),
+    reason: text('reason').notNull(),
+    metadata: jsonb('metadata').notNull().default({}),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.conversationId, t.version], name: 'pk_scratchpad_version' })],
+);
+
+/** Reorganization outcomes (reorganized, invalid_sources, llm_error, store_error, superseded). */
+export const scratchpadEvent = pgTable(
+  'scratchpad_event',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    conversationId: uuid('conversation_id')
+      .notNull()
+      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    kind: varchar('kind', { length: 32 }).notNull(),
+    status: varchar('status', { length: 32 }).notNull(),
+    data: jsonb('data').notNull().default({}),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('idx_scratchpad_event_conversation').on(t.conversationId, t.id)],
+);
+
+/** What the assistant was told on each turn: the pad version and a hash of the fragment. */
+export const contextRender = pgTable(
+  'context_render',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    conversationId: uuid('conversation_id')
+      .notNull()
+      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    padVersion: integer('pad_version').notNull(),
+    chars: integer('chars').notNull(),
+    sha256: text('sha256').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('idx_context_render_conversation').on(t.conversationId, t.id)],
 );

@@ -51,6 +51,8 @@ export interface ToolCallContext {
   scope: ConversationScope;
   /** Who is calling, for the audit trail (e.g. `api_key:<id>`). */
   actor: string;
+  /** The execution named by the `X-Opspad-Execution` header, if any (scopes notes). */
+  executionId?: string;
 }
 
 /** The JSON a tool call answers with. */

@@ -41,10 +41,17 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     expect(tables.map((t) => t.table_name)).toEqual([
       'api_key',
       'assistant_conversation',
+      'assistant_execution',
       'assistant_operation',
       'assistant_operation_item',
+      'context_render',
       'operation_event',
       'organization',
+      'scratchpad',
+      'scratchpad_event',
+      'scratchpad_note',
+      'scratchpad_trace',
+      'scratchpad_version',
     ]);
     const indexes = await db.query<{ indexname: string; indexdef: string }>(
       `SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'assistant_operation' ORDER BY indexname`,

@@ -8,7 +8,7 @@ import { AppError } from '../../domain/errors.ts';
 import { toolDefinitions } from '../../tools/definitions.ts';
 import type { ToolRegistry } from '../../tools/registry.ts';
 import { principalOf } from '../auth.ts';
-import { conversationIdOf } from '../params.ts';
+import { conversationIdOf, executionIdOf } from '../params.ts';
 
 export function toolsRouter(tools: ToolRegistry): Router {
   const router = Router();
@@ -34,6 +34,7 @@ export function toolsRouter(tools: ToolRegistry): Router {
     const result = await tools.execute(toolName, req.body, {
       scope: { organizationId: principal.organizationId, conversationId },
       actor: `api_key:${principal.keyId}`,
+      executionId: executionIdOf(req.get('x-opspad-execution')),
     });
     res.json(result);
   });
