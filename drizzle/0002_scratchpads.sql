@@ -26,6 +26,7 @@ CREATE TABLE "scratchpad" (
 	"settings" jsonb DEFAULT '{}'::jsonb NOT NULL,
 	"writes_since_reorganize" integer DEFAULT 0 NOT NULL,
 	"reorganized_version" integer DEFAULT 0 NOT NULL,
+	"recitation" jsonb,
 	"updated_at" timestamp with time zone DEFAULT now() NOT NULL
 );
 --> statement-breakpoint
@@ -88,6 +89,7 @@ ALTER TABLE "scratchpad_trace" ADD CONSTRAINT "scratchpad_trace_execution_id_ass
 ALTER TABLE "scratchpad_version" ADD CONSTRAINT "scratchpad_version_conversation_id_scratchpad_conversation_id_fk" FOREIGN KEY ("conversation_id") REFERENCES "public"."scratchpad"("conversation_id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "idx_assistant_execution_conversation" ON "assistant_execution" USING btree ("conversation_id");--> statement-breakpoint
 CREATE INDEX "idx_context_render_conversation" ON "context_render" USING btree ("conversation_id","id");--> statement-breakpoint
+CREATE INDEX "idx_scratchpad_needs_reorganization" ON "scratchpad" USING btree ("updated_at") WHERE version > reorganized_version;--> statement-breakpoint
 CREATE INDEX "idx_scratchpad_event_conversation" ON "scratchpad_event" USING btree ("conversation_id","id");--> statement-breakpoint
 CREATE INDEX "idx_scratchpad_note_scope" ON "scratchpad_note" USING btree ("conversation_id","execution_id","id");--> statement-breakpoint
 CREATE INDEX "idx_scratchpad_trace_execution" ON "scratchpad_trace" USING btree ("execution_id","id");

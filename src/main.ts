@@ -20,7 +20,11 @@ import { assertRedisReachable, createRedisConnection } from './queue/connection.
 import { publishStop } from './queue/control-channel.ts';
 import { createDispatcher, type Dispatcher } from './queue/dispatcher.ts';
 import { type Reconciler, startReconciler } from './queue/reconciler.ts';
+import { createReorganizeQueue, type ReorganizeQueue, startReorganizeWorker } from './queue/reorganize-queue.ts';
 import { startWorkerPool, type WorkerPool } from './queue/worker-pool.ts';
+import type { ReorganizeDeps } from './reorganizer/reorganize.ts';
+import { selectReorganizer } from './reorganizer/select.ts';
+import type { ConversationScope } from './store/index.ts';
 import { type OpspadDatabase, openDatabase, runMigrations } from './store/index.ts';
 import { createToolRegistry } from './tools/registry.ts';
 
@@ -45,6 +49,9 @@ export interface Opspad {
   db: OpspadDatabase;
   handlers: HandlerRegistry;
   dispatcher: Dispatcher;
+  reorganizeQueue: ReorganizeQueue;
+  /** What reorganizes pads (the configured model, or the built-in one). */
+  reorganizeDeps: ReorganizeDeps;
   metrics: Metrics;
   /** Operator credentials for Bull Board and /metrics. */
   admin: AdminCredentials;
@@ -88,6 +95,23 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   const metrics = createMetrics();
   const producer = createRedisConnection(config.REDIS_URL, 'producer');
   const dispatcher = createDispatcher({ connection: producer, prefix: config.OPSPAD_QUEUE_PREFIX, handlers });
+  const reorganizeQueue = createReorganizeQueue(producer, config.OPSPAD_QUEUE_PREFIX, {
+    cron: config.OPSPAD_REORGANIZE_CRON,
+    everyMs: config.OPSPAD_REORGANIZE_INTERVAL,
+  });
+  const reorganizeDeps: ReorganizeDeps = {
+    db,
+    reorganizer: selectReorganizer(config),
+    reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
+    logger,
+  };
+  const onReorganizeDue = async (scope: ConversationScope, version: number) => {
+    // The sweep catches any pad whose job could not be added now.
+    await reorganizeQueue.enqueue(scope, version, 'cadence').catch((error: unknown) => {
+      logger.warn({ err: error, conversation_id: scope.conversationId }, 'reorganization deferred to the sweep');
+    });
+  };
+  const queues = [...dispatcher.queues, reorganizeQueue.queue];
   const adminPasswordGenerated = config.OPSPAD_ADMIN_PASSWORD === undefined;
   const admin = {
     user: config.OPSPAD_ADMIN_USER,
@@ -102,6 +126,8 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       db,
       maxItems: config.OPSPAD_MAX_ITEMS,
       hasHandler: (type) => handlers.has(type),
+      reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
+      onReorganizeDue,
       async onActivated(operation) {
         // Postgres has the operation; if Redis refuses now, the reconciler dispatches it later.
         await dispatcher.startLanes(operation).catch((error: unknown) => {
@@ -122,7 +148,8 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       tools,
       logger,
       metrics,
-      queues: dispatcher.queues,
+      queues,
+      scratchpad: { ...reorganizeDeps, onReorganizeDue },
       admin,
       maxBodyBytes: config.OPSPAD_MAX_BODY_BYTES,
       eventsPollMs: options.eventsPollMs,
@@ -143,7 +170,18 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
 
   let workerPool: WorkerPool | undefined;
   let reconciler: Reconciler | undefined;
-  if (runWorkers) {
+  let reorganizeWorker: ReturnType<typeof startReorganizeWorker> | undefined;
+  const workerConnection = runWorkers ? createRedisConnection(config.REDIS_URL, 'worker') : undefined;
+  if (runWorkers && workerConnection) {
+    reorganizeWorker = startReorganizeWorker({
+      connection: workerConnection,
+      prefix: config.OPSPAD_QUEUE_PREFIX,
+      deps: reorganizeDeps,
+      queue: reorganizeQueue,
+      sweepBatch: config.OPSPAD_REORGANIZE_SWEEP_BATCH,
+      logger,
+    });
+    await reorganizeQueue.ensureScheduler();
     workerPool = await startWorkerPool({
       db,
       handlers,
@@ -162,6 +200,8 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       logger,
       intervalMs: config.OPSPAD_RECONCILE_INTERVAL,
       pausedTtlMs: config.OPSPAD_PAUSED_TTL,
+      // Schedulers live in Redis: a flushed Redis gets them back on the next pass.
+      ensureSchedulers: () => reorganizeQueue.ensureScheduler(),
     });
   }
 
@@ -182,9 +222,16 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
           },
         ],
         ['workers', async () => workerPool?.close(BATCH_GRACE_MS)],
+        ['reorganize worker', async () => reorganizeWorker?.close()],
         ['reconciler', async () => reconciler?.stop()],
-        ['queues', () => dispatcher.close()],
-        ['Redis', async () => producer.disconnect()],
+        ['queues', async () => Promise.all([dispatcher.close(), reorganizeQueue.close()])],
+        [
+          'Redis',
+          async () => {
+            producer.disconnect();
+            workerConnection?.disconnect();
+          },
+        ],
         ['database', () => (options.db ? Promise.resolve() : db.close())],
       ];
       for (const [name, step] of steps) {
@@ -199,5 +246,17 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     return closing;
   };
 
-  return { url, db, handlers, dispatcher, metrics, admin, adminPasswordGenerated, reconciler, close };
+  return {
+    url,
+    db,
+    handlers,
+    dispatcher,
+    reorganizeQueue,
+    reorganizeDeps,
+    metrics,
+    admin,
+    adminPasswordGenerated,
+    reconciler,
+    close,
+  };
 }

@@ -15,9 +15,11 @@ import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
 import { contextRouter } from './routes/context.ts';
+import { executionsRouter } from './routes/executions.ts';
 import { healthRouter, type Readiness } from './routes/health.ts';
 import { metricsRouter } from './routes/metrics.ts';
 import { operationsRouter } from './routes/operations.ts';
+import { type ScratchpadRoutesDeps, scratchpadRouter } from './routes/scratchpad.ts';
 import { toolsRouter } from './routes/tools.ts';
 
 export interface AppDeps {
@@ -33,6 +35,8 @@ export interface AppDeps {
   maxBodyBytes: number;
   /** How often the events stream reads the database. */
   eventsPollMs?: number;
+  /** The structured scratchpad: reorganizer, recitation budget, cadence hook. */
+  scratchpad: ScratchpadRoutesDeps;
 }
 
 /**
@@ -66,7 +70,9 @@ export function createApp(deps: AppDeps): express.Express {
   v1.use(express.json({ limit: deps.maxBodyBytes }));
   v1.use(rejectNulCharacters);
   v1.use(toolsRouter(deps.tools));
-  v1.use(contextRouter(deps.db));
+  v1.use(contextRouter(deps.db, deps.scratchpad.reciteBudget));
+  v1.use(scratchpadRouter(deps.scratchpad));
+  v1.use(executionsRouter(deps.db));
   v1.use(operationsRouter(deps.db, deps.eventsPollMs ?? 1000, deps.readiness.accepting));
   app.use('/v1', v1);
 

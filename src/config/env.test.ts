@@ -37,6 +37,10 @@ describe('loadConfig', () => {
       OPSPAD_LEASE_TTL: 120_000,
       OPSPAD_RECONCILE_INTERVAL: 15_000,
       OPSPAD_JOB_LOCK_TTL: 30_000,
+      OPSPAD_RECITE_MAX_CHARS: 4000,
+      OPSPAD_LLM_TIMEOUT: 60_000,
+      OPSPAD_REORGANIZE_INTERVAL: 300_000,
+      OPSPAD_REORGANIZE_SWEEP_BATCH: 100,
     });
     expect(loadConfig({}).DATABASE_URL).toBeUndefined();
   });

@@ -83,6 +83,20 @@ export const EnvSchema = z.object({
   OPSPAD_RECONCILE_INTERVAL: duration.default(15_000),
   /** BullMQ job lock; a worker that dies is noticed within about this long. */
   OPSPAD_JOB_LOCK_TTL: duration.default(30_000),
+  /** The recitation of the structured scratchpad stays within this many characters. */
+  OPSPAD_RECITE_MAX_CHARS: positiveInt.pipe(z.number().min(1000, 'must be at least 1000')).default(4000),
+  /** Who reorganizes pads: unset, `openai` when OPSPAD_LLM_BASE_URL is set, else `builtin`. */
+  OPSPAD_LLM_PROVIDER: z.enum(['builtin', 'openai', 'anthropic']).optional(),
+  /** An OpenAI-compatible API (…/v1) or the Anthropic API (https://api.anthropic.com). */
+  OPSPAD_LLM_BASE_URL: url(['http:', 'https:']).optional(),
+  OPSPAD_LLM_API_KEY: z.string().min(1).optional(),
+  OPSPAD_LLM_MODEL: z.string().min(1).optional(),
+  OPSPAD_LLM_TIMEOUT: duration.default(60_000),
+  /** The reorganization sweep's schedule: a cron pattern; unset, every OPSPAD_REORGANIZE_INTERVAL. */
+  OPSPAD_REORGANIZE_CRON: z.string().min(9).optional(),
+  OPSPAD_REORGANIZE_INTERVAL: duration.default(5 * 60_000),
+  /** Pads one sweep hands out (one job each). */
+  OPSPAD_REORGANIZE_SWEEP_BATCH: positiveInt.default(100),
   /** Client commands (`opspad ops …`): the API to talk to; default http://HOST:PORT. */
   OPSPAD_URL: url(['http:', 'https:']).optional(),
   /** Client commands: the API key to send. */

@@ -19,6 +19,8 @@ export const ERROR_CODES = {
   operation_finished: 409,
   items_remaining: 409,
   nothing_to_retry: 409,
+  execution_ended: 409,
+  version_conflict: 409,
   conflict: 409,
   service_unavailable: 503,
   internal_error: 500,

@@ -50,6 +50,8 @@ export interface ReconcilerOptions {
   logger: Logger;
   intervalMs: number;
   pausedTtlMs: number;
+  /** Re-creates Redis-held job schedulers (a flushed Redis loses them). */
+  ensureSchedulers?: () => Promise<void>;
 }
 
 /**
@@ -63,6 +65,7 @@ function graceMs(options: ReconcilerOptions): number {
 async function pass(options: ReconcilerOptions): Promise<ReconcileReport> {
   const { db, dispatcher, handlers } = options;
   const report: ReconcileReport = { checked: 0, revived: 0, completed: 0, expired: 0 };
+  await options.ensureSchedulers?.();
   const live = await dispatcher.liveLanes();
   let after = NIL_UUID;
   for (;;) {

@@ -221,23 +221,35 @@ export const scratchpadTrace = pgTable(
  * version here, every version in scratchpad_version. `version` is the optimistic-concurrency
  * token every write compares.
  */
-export const scratchpad = pgTable('scratchpad', {
-  conversationId: uuid('conversation_id')
-    .primaryKey()
-    .references(() => assistantConversation.id, { onDelete: 'cascade' }),
-  organizationId: uuid('organization_id')
-    .notNull()
-    .references(() => organization.id, { onDelete: 'cascade' }),
-  version: integer('version').notNull(),
-  pad: jsonb('pad').notNull(),
-  /** Per-pad options (reorganize_every, schema_retries, max_recent_messages). */
-  settings: jsonb('settings').notNull().default({}),
-  /** Writes since the last reorganization: the cadence counter. */
-  writesSinceReorganize: integer('writes_since_reorganize').notNull().default(0),
-  /** The version the last reorganization produced or examined; the sweep skips unchanged pads. */
-  reorganizedVersion: integer('reorganized_version').notNull().default(0),
-  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
-});
+export const scratchpad = pgTable(
+  'scratchpad',
+  {
+    conversationId: uuid('conversation_id')
+      .primaryKey()
+      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    version: integer('version').notNull(),
+    pad: jsonb('pad').notNull(),
+    /** Per-pad options (reorganize_every, schema_retries, max_recent_messages). */
+    settings: jsonb('settings').notNull().default({}),
+    /** Writes since the last reorganization: the cadence counter. */
+    writesSinceReorganize: integer('writes_since_reorganize').notNull().default(0),
+    /** The version the last reorganization produced or examined; the sweep skips unchanged pads. */
+    reorganizedVersion: integer('reorganized_version').notNull().default(0),
+    /**
+     * The recitation rendered when the version was written ({budget, text}): the context fragment
+     * reads this short text instead of parsing a pad of thousands of facts on every turn.
+     */
+    recitation: jsonb('recitation'),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    // The sweep's query: only pads changed since their last reorganization are in this index.
+    index('idx_scratchpad_needs_reorganization').on(t.updatedAt).where(sql`version > reorganized_version`),
+  ],
+);
 
 export const scratchpadVersion = pgTable(
   'scratchpad_version',

@@ -1,11 +1,13 @@
 /**
- * The tool definitions served by GET /v1/tools: one tool, `manage_assistant_operation`, whose
+ * The tool definitions served by GET /v1/tools. `manage_assistant_operation` comes first; its
  * input schema is a flat object (what function-calling APIs accept at the root) with an `action`
  * enum of every action, every field of every action, and no other properties. OPERATION_ACTIONS
- * is checked against the zod union, at the type level and at run time.
+ * is checked against the zod union, at the type level and at run time. The notes scratchpad
+ * tools (`write_to_scratchpad`, `read_from_scratchpad`) are strict objects from their zod schemas.
  */
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
+import { MAX_NOTE_LENGTH, READ_TOOL_NAME, WRITE_TOOL_NAME } from '../domain/notes-input.ts';
 import { OPERATION_ACTIONS, OperationToolInput } from '../domain/operation-input.ts';
 import { toolDefinitions } from './definitions.ts';
 import { OPERATION_TOOL_NAME } from './operation-tool.ts';
@@ -16,20 +18,24 @@ interface PropertySchema {
   type?: string;
 }
 
-function operationTool() {
-  const definitions = toolDefinitions();
-  expect(definitions).toHaveLength(1);
-  const [tool] = definitions;
+function definitionOf(name: string) {
+  const tool = toolDefinitions().find((definition) => definition.name === name);
   if (!tool) {
-    throw new Error('no tool definition');
+    throw new Error(`no tool definition for ${name}`);
   }
   return tool;
 }
 
+function operationTool() {
+  return definitionOf(OPERATION_TOOL_NAME);
+}
+
 describe('toolDefinitions', () => {
-  it('offers exactly one tool, manage_assistant_operation, with a description', () => {
+  it('offers manage_assistant_operation first, with a description, and each tool once', () => {
+    const names = toolDefinitions().map((definition) => definition.name);
+    expect(names[0]).toBe('manage_assistant_operation');
+    expect(new Set(names).size).toBe(names.length);
     const tool = operationTool();
-    expect(tool.name).toBe('manage_assistant_operation');
     expect(tool.name).toBe(OPERATION_TOOL_NAME);
     expect(tool.description.length).toBeGreaterThan(100);
     expect(Object.keys(tool).sort()).toEqual(['description', 'input_schema', 'name']);
@@ -78,6 +84,47 @@ describe('toolDefinitions', () => {
   it('is plain JSON (what GET /v1/tools sends)', () => {
     const definitions = toolDefinitions();
     expect(JSON.parse(JSON.stringify({ tools: definitions }))).toEqual({ tools: definitions });
+  });
+});
+
+describe('notes scratchpad tool definitions', () => {
+  it('offers write_to_scratchpad: notes required (1..20000 chars), return_history optional, nothing else', () => {
+    const tool = definitionOf(WRITE_TOOL_NAME);
+    expect(tool.name).toBe('write_to_scratchpad');
+    expect(tool.description).toMatch(/scratchpad/);
+    expect(tool.input_schema).not.toHaveProperty('$schema');
+    expect(tool.input_schema).toMatchObject({ type: 'object', required: ['notes'], additionalProperties: false });
+    const properties = tool.input_schema.properties as Record<string, Record<string, unknown>>;
+    // include_history is accepted as an alias but not advertised: one name for models.
+    expect(Object.keys(properties).sort()).toEqual(['notes', 'return_history']);
+    expect(properties.notes).toMatchObject({ type: 'string', minLength: 1, maxLength: MAX_NOTE_LENGTH });
+    expect(properties.return_history).toMatchObject({ type: ['boolean', 'null'], default: false });
+    for (const property of Object.values(properties)) {
+      expect(typeof property.description).toBe('string');
+    }
+  });
+
+  it('offers read_from_scratchpad: an optional persistent_notes string, nothing else', () => {
+    const tool = definitionOf(READ_TOOL_NAME);
+    expect(tool.name).toBe('read_from_scratchpad');
+    expect(tool.description).toContain('Scratchpad is empty.');
+    expect(tool.input_schema).toMatchObject({ type: 'object', additionalProperties: false });
+    expect(tool.input_schema).not.toHaveProperty('required');
+    const properties = tool.input_schema.properties as Record<string, Record<string, unknown>>;
+    expect(Object.keys(properties)).toEqual(['persistent_notes']);
+    expect(JSON.stringify(properties.persistent_notes)).toContain(`"maxLength":${MAX_NOTE_LENGTH}`);
+    expect(typeof properties.persistent_notes?.description).toBe('string');
+  });
+});
+
+describe('update_scratchpad', () => {
+  it('offers add, remove and replace of pad sections, a version guard, and a fact shape that requires a source', () => {
+    const tool = toolDefinitions().find((definition) => definition.name === 'update_scratchpad');
+    expect(tool?.description).toContain('source_ref');
+    expect(tool?.input_schema).toMatchObject({ type: 'object', additionalProperties: false });
+    const properties = tool?.input_schema.properties as Record<string, unknown>;
+    expect(Object.keys(properties).sort()).toEqual(['add', 'expected_version', 'reason', 'remove', 'replace', 'task']);
+    expect(JSON.stringify(properties.add)).toMatch(/"required":\["text","source_ref"\]/);
   });
 });
 

@@ -2,6 +2,7 @@
  * The tools opspad offers a model, by name, with one `execute` entry point.
  */
 import { AppError } from '../domain/errors.ts';
+import { executeReadFromScratchpad, executeWriteToScratchpad, READ_TOOL_NAME, WRITE_TOOL_NAME } from './notes-tools.ts';
 import {
   executeOperationTool,
   OPERATION_TOOL_NAME,
@@ -9,15 +10,19 @@ import {
   type ToolCallContext,
   type ToolResult,
 } from './operation-tool.ts';
+import { executeUpdateScratchpad, type ScratchpadToolDeps, UPDATE_SCRATCHPAD_TOOL } from './scratchpad-tool.ts';
 
 export interface ToolRegistry {
   readonly names: readonly string[];
   execute(name: string, input: unknown, ctx: ToolCallContext): Promise<ToolResult>;
 }
 
-export function createToolRegistry(deps: OperationToolDeps): ToolRegistry {
+export function createToolRegistry(deps: OperationToolDeps & ScratchpadToolDeps): ToolRegistry {
   const tools: Record<string, (input: unknown, ctx: ToolCallContext) => Promise<ToolResult>> = {
     [OPERATION_TOOL_NAME]: (input, ctx) => executeOperationTool(deps, ctx, input),
+    [WRITE_TOOL_NAME]: (input, ctx) => executeWriteToScratchpad(deps.db, ctx, input),
+    [READ_TOOL_NAME]: (input, ctx) => executeReadFromScratchpad(deps.db, ctx, input),
+    [UPDATE_SCRATCHPAD_TOOL]: (input, ctx) => executeUpdateScratchpad(deps, ctx, input),
   };
   const names = Object.keys(tools);
   return {

@@ -37,11 +37,18 @@ export interface HttpResult<T = Record<string, unknown>> {
 export interface Tenant {
   organizationId: string;
   apiKey: string;
-  /** Calls a tool in `conversationId` with `input` as the JSON body. */
-  tool<T = Record<string, unknown>>(conversationId: string, input: unknown, toolName?: string): Promise<HttpResult<T>>;
+  /** Calls a tool in `conversationId` with `input` as the JSON body (and extra request headers). */
+  tool<T = Record<string, unknown>>(
+    conversationId: string,
+    input: unknown,
+    toolName?: string,
+    extraHeaders?: Record<string, string>,
+  ): Promise<HttpResult<T>>;
   op<T = Record<string, unknown>>(conversationId: string, input: unknown): Promise<HttpResult<T>>;
   context(conversationId: string): Promise<HttpResult<{ text: string; operations: Record<string, unknown>[] }>>;
   get<T = Record<string, unknown>>(path: string): Promise<HttpResult<T>>;
+  /** POSTs `body` (none when undefined) as JSON to `path`. */
+  post<T = Record<string, unknown>>(path: string, body?: unknown): Promise<HttpResult<T>>;
 }
 
 export interface Harness {
@@ -102,10 +109,15 @@ export async function startHarness(engine: Engine, options: HarnessOptions = {})
     async newTenant() {
       const created = await createApiKey(db, `org-${randomUUID()}`);
       const headers = { authorization: `Bearer ${created.api_key}`, 'content-type': 'application/json' };
-      const tool = <T>(conversationId: string, input: unknown, toolName = 'manage_assistant_operation') =>
+      const tool = <T>(
+        conversationId: string,
+        input: unknown,
+        toolName = 'manage_assistant_operation',
+        extraHeaders: Record<string, string> = {},
+      ) =>
         request<T>(`/v1/conversations/${conversationId}/tools/${toolName}`, {
           method: 'POST',
-          headers,
+          headers: { ...headers, ...extraHeaders },
           body: JSON.stringify(input),
         });
       return {
@@ -115,6 +127,8 @@ export async function startHarness(engine: Engine, options: HarnessOptions = {})
         op: (conversationId, input) => tool(conversationId, input),
         context: (conversationId) => request(`/v1/conversations/${conversationId}/context`, { headers }),
         get: (path) => request(path, { headers }),
+        post: (path, body) =>
+          request(path, { method: 'POST', headers, body: body === undefined ? undefined : JSON.stringify(body) }),
       };
     },
     async close() {

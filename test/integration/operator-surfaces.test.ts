@@ -141,7 +141,7 @@ describe('operator surfaces and the webhook handler (postgres)', () => {
       headers: { authorization: harness.adminAuthorization },
     });
     expect(api.status).toBe(200);
-    expect(api.body.queues.map((q) => q.name).sort()).toEqual(['batches-demo', 'batches-webhook']);
+    expect(api.body.queues.map((q) => q.name).sort()).toEqual(['batches-demo', 'batches-webhook', 'reorganize']);
   });
 
   it('serves Prometheus metrics behind the same auth', async () => {

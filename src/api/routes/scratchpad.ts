@@ -1,0 +1,107 @@
+/**
+ * The structured scratchpad over REST:
+ * - `GET  /v1/conversations/:id/scratchpad` — the current pad and its version;
+ * - `PUT  /v1/conversations/:id/scratchpad` — a whole new pad, based on `expected_version`;
+ * - `GET  /v1/conversations/:id/scratchpad/versions` — history, newest first;
+ * - `GET  /v1/conversations/:id/scratchpad/events` — reorganization outcomes;
+ * - `PUT  /v1/conversations/:id/scratchpad/settings` — cadence and retries;
+ * - `POST /v1/conversations/:id/scratchpad/reorganize` — reorganize now;
+ * - `GET  /v1/conversations/:id/context-renders` — what each context render told the assistant.
+ */
+import { Router } from 'express';
+import { z } from 'zod';
+import { normalizePad } from '../../domain/scratchpad.ts';
+import { PadSettingsInput, PutScratchpadBody, ReorganizeBody } from '../../domain/scratchpad-input.ts';
+import { parseOrThrow } from '../../domain/validation.ts';
+import { type ReorganizeDeps, reorganizeScratchpad } from '../../reorganizer/reorganize.ts';
+import {
+  type ConversationScope,
+  getPad,
+  listContextRenders,
+  listPadVersions,
+  listScratchpadEvents,
+  updatePadSettings,
+  writePad,
+} from '../../store/index.ts';
+import { principalOf } from '../auth.ts';
+import { conversationIdOf } from '../params.ts';
+
+const Page = z.object({
+  before: z.coerce.number().int().min(1).optional(),
+  after: z.coerce.number().int().min(0).optional(),
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+});
+
+export interface ScratchpadRoutesDeps extends ReorganizeDeps {
+  onReorganizeDue?(scope: ConversationScope, version: number): Promise<void>;
+}
+
+export function scratchpadRouter(deps: ScratchpadRoutesDeps): Router {
+  const router = Router();
+  const scopeOf = (req: { params: unknown }, res: Parameters<typeof principalOf>[0]): ConversationScope => ({
+    organizationId: principalOf(res).organizationId,
+    conversationId: conversationIdOf(req.params),
+  });
+
+  router.get('/conversations/:conversationId/scratchpad', async (req, res) => {
+    const stored = await getPad(deps.db, scopeOf(req, res));
+    res.json({ scratchpad: { version: stored.version, ...stored.pad }, settings: stored.settings });
+  });
+
+  router.put('/conversations/:conversationId/scratchpad', async (req, res) => {
+    const scope = scopeOf(req, res);
+    const body = parseOrThrow(PutScratchpadBody, req.body, 'scratchpad');
+    const result = await writePad(deps.db, scope, {
+      expectedVersion: body.expected_version,
+      build: () => normalizePad(body.scratchpad, body.task),
+      source: 'api',
+      reason: body.reason ?? 'replaced over the API',
+      reciteBudget: deps.reciteBudget,
+    });
+    if (result.reorganizeDue) {
+      await deps.onReorganizeDue?.(scope, result.version);
+    }
+    res.json({ scratchpad: { version: result.version, ...result.pad }, reorganization_queued: result.reorganizeDue });
+  });
+
+  router.get('/conversations/:conversationId/scratchpad/versions', async (req, res) => {
+    const page = parseOrThrow(Page, req.query, 'query');
+    const versions = await listPadVersions(deps.db, scopeOf(req, res), page.before ?? 2 ** 31 - 1, page.limit);
+    res.json({
+      versions,
+      next_before: versions.length === page.limit ? (versions.at(-1)?.version ?? null) : null,
+    });
+  });
+
+  router.get('/conversations/:conversationId/scratchpad/events', async (req, res) => {
+    const page = parseOrThrow(Page, req.query, 'query');
+    const scope = scopeOf(req, res);
+    await getPad(deps.db, scope); // 404 for another organization's conversation
+    res.json({ events: await listScratchpadEvents(deps.db, scope, page.after ?? 0, page.limit) });
+  });
+
+  router.put('/conversations/:conversationId/scratchpad/settings', async (req, res) => {
+    const settings = parseOrThrow(PadSettingsInput, req.body, 'settings');
+    res.json({ settings: await updatePadSettings(deps.db, scopeOf(req, res), settings) });
+  });
+
+  router.post('/conversations/:conversationId/scratchpad/reorganize', async (req, res) => {
+    const scope = scopeOf(req, res);
+    const body = parseOrThrow(ReorganizeBody, req.body ?? {}, 'reorganize request');
+    await getPad(deps.db, scope);
+    const outcome = await reorganizeScratchpad(deps, scope, {
+      reason: body.reason ?? 'requested over the API',
+      recentMessages: body.recent_messages,
+    });
+    res.json(outcome);
+  });
+
+  router.get('/conversations/:conversationId/context-renders', async (req, res) => {
+    const page = parseOrThrow(Page, req.query, 'query');
+    const scope = scopeOf(req, res);
+    await getPad(deps.db, scope);
+    res.json({ renders: await listContextRenders(deps.db, scope, page.limit) });
+  });
+
+  return router;
+}

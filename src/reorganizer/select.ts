@@ -1,0 +1,20 @@
+/** Picks the reorganizer the configuration names (see OPSPAD_LLM_* in README.md). */
+import type { Config } from '../config/env.ts';
+import { anthropicReorganizer, builtinReorganizer, openAiReorganizer, type Reorganizer } from './providers.ts';
+
+const DEFAULT_MODELS = { openai: 'gpt-4o-mini', anthropic: 'claude-sonnet-4-5' } as const;
+
+export function selectReorganizer(config: Config): Reorganizer {
+  const provider = config.OPSPAD_LLM_PROVIDER ?? (config.OPSPAD_LLM_BASE_URL ? 'openai' : 'builtin');
+  if (provider === 'builtin') {
+    return builtinReorganizer;
+  }
+  const options = {
+    baseUrl:
+      config.OPSPAD_LLM_BASE_URL ?? (provider === 'openai' ? 'https://api.openai.com/v1' : 'https://api.anthropic.com'),
+    apiKey: config.OPSPAD_LLM_API_KEY,
+    model: config.OPSPAD_LLM_MODEL ?? DEFAULT_MODELS[provider],
+    timeoutMs: config.OPSPAD_LLM_TIMEOUT,
+  };
+  return provider === 'openai' ? openAiReorganizer(options) : anthropicReorganizer(options);
+}
