@@ -134,13 +134,19 @@ async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: Crea
     actor: ctx.actor,
   });
   await deps.onActivated?.(operation);
+  return createdResponse(operation, pausedOperationId);
+}
+
+/** What create and retry_failed answer about the operation they made. */
+function createdResponse(operation: OperationRecord, pausedOperationId: string | null, extra: ToolResult = {}) {
   return {
     operation_id: operation.id,
     status: operation.status,
     operation_type: operation.operation_type,
     total_items: operation.total_items,
-    batch_size: batchSize,
-    execution,
+    batch_size: operation.state_json.batch_size,
+    execution: operation.state_json.execution,
+    ...extra,
     paused_operation_id: pausedOperationId,
   };
 }
@@ -175,16 +181,7 @@ async function retry(deps: OperationToolDeps, ctx: ToolCallContext, input: Retry
     actor: ctx.actor,
   });
   await deps.onActivated?.(operation);
-  return {
-    operation_id: operation.id,
-    status: operation.status,
-    operation_type: operation.operation_type,
-    total_items: operation.total_items,
-    batch_size: operation.state_json.batch_size,
-    execution: operation.state_json.execution,
-    retry_of: input.operation_id,
-    paused_operation_id: pausedOperationId,
-  };
+  return createdResponse(operation, pausedOperationId, { retry_of: input.operation_id });
 }
 
 /** Runs one call of the operation tool; throws {@link AppError} for anything it refuses. */
