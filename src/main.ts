@@ -9,6 +9,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AdminCredentials } from './api/basic-auth.ts';
 import { createApp } from './api/create-app.ts';
+import { rateLimitPerKey } from './api/rate-limit.ts';
 import type { Config } from './config/env.ts';
 import { createDemoHandler } from './handlers/demo.ts';
 import { createHandlerRegistry, type HandlerRegistry, loadHandlerModules } from './handlers/registry.ts';
@@ -125,6 +126,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     const tools = createToolRegistry({
       db,
       maxItems: config.OPSPAD_MAX_ITEMS,
+      maxActiveBackground: config.OPSPAD_MAX_ACTIVE_BACKGROUND,
       hasHandler: (type) => handlers.has(type),
       reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
       onReorganizeDue,
@@ -150,6 +152,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       metrics,
       queues,
       scratchpad: { ...reorganizeDeps, onReorganizeDue },
+      rateLimit: rateLimitPerKey(producer, config.OPSPAD_QUEUE_PREFIX, config.OPSPAD_RATE_LIMIT, logger),
       admin,
       maxBodyBytes: config.OPSPAD_MAX_BODY_BYTES,
       eventsPollMs: options.eventsPollMs,

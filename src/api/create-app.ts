@@ -35,6 +35,8 @@ export interface AppDeps {
   maxBodyBytes: number;
   /** How often the events stream reads the database. */
   eventsPollMs?: number;
+  /** Per-key request limit (after authentication), if any. */
+  rateLimit?: RequestHandler;
   /** The structured scratchpad: reorganizer, recitation budget, cadence hook. */
   scratchpad: ScratchpadRoutesDeps;
 }
@@ -67,6 +69,9 @@ export function createApp(deps: AppDeps): express.Express {
   const v1 = express.Router();
   // Authenticate before reading a body that may be tens of megabytes.
   v1.use(requireApiKey(deps.db));
+  if (deps.rateLimit) {
+    v1.use(deps.rateLimit);
+  }
   v1.use(express.json({ limit: deps.maxBodyBytes }));
   v1.use(rejectNulCharacters);
   v1.use(toolsRouter(deps.tools));

@@ -8,13 +8,31 @@ import { existsSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { type CreatedApiKey, createApiKey, type Database } from '../store/index.ts';
+import { createApiKey, type Database, listApiKeys, revokeApiKey } from '../store/index.ts';
 
 export function controlSocketPath(dataDir: string): string {
   return join(dataDir, 'control.sock');
 }
 
-const KeyRequest = z.strictObject({ org: z.string().min(1).max(200) });
+/** The key commands a running service runs for other `opspad` processes. */
+export const KeyCommand = z.discriminatedUnion('op', [
+  z.strictObject({ op: z.literal('create'), org: z.string().min(1).max(200) }),
+  z.strictObject({ op: z.literal('revoke'), key: z.string().min(1).max(200) }),
+  z.strictObject({ op: z.literal('list'), org: z.string().min(1).max(200) }),
+]);
+export type KeyCommand = z.infer<typeof KeyCommand>;
+
+/** Runs a key command against the database. */
+export async function runKeyCommand(db: Database, command: KeyCommand): Promise<unknown> {
+  switch (command.op) {
+    case 'create':
+      return createApiKey(db, command.org);
+    case 'revoke':
+      return revokeApiKey(db, command.key);
+    case 'list':
+      return listApiKeys(db, command.org);
+  }
+}
 
 /**
  * Throws when a live opspad process holds the embedded database in `dataDir`; removes a socket
@@ -46,9 +64,9 @@ export async function listenLocalControl(dataDir: string, db: Database): Promise
         res.writeHead(404).end();
         return;
       }
-      const body = KeyRequest.parse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      const created = await createApiKey(db, body.org);
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(created));
+      const command = KeyCommand.parse(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      const result = await runKeyCommand(db, command);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ result }));
     } catch (error) {
       res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: String(error) }));
     }
@@ -75,11 +93,17 @@ function isLive(path: string): Promise<boolean> {
   });
 }
 
-/** Creates a key through a running service, or returns null when none is listening. */
-export async function createKeyViaLocalControl(dataDir: string, org: string): Promise<CreatedApiKey | null> {
+/**
+ * Runs a key command through a running service holding the embedded database; returns
+ * undefined when none is listening (the caller then opens the database itself).
+ */
+export async function keyCommandViaLocalControl(
+  dataDir: string,
+  command: KeyCommand,
+): Promise<{ result: unknown } | undefined> {
   const path = controlSocketPath(dataDir);
   if (!existsSync(path) || !(await isLive(path))) {
-    return null;
+    return undefined;
   }
   return new Promise((resolve, reject) => {
     const req = request({ socketPath: path, method: 'POST', path: '/keys' }, (res) => {
@@ -88,13 +112,13 @@ export async function createKeyViaLocalControl(dataDir: string, org: string): Pr
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
         if (res.statusCode === 200) {
-          resolve(JSON.parse(text) as CreatedApiKey);
+          resolve(JSON.parse(text) as { result: unknown });
         } else {
           reject(new Error(`the running opspad refused: ${text}`));
         }
       });
     });
     req.on('error', reject);
-    req.end(JSON.stringify({ org }));
+    req.end(JSON.stringify(command));
   });
 }

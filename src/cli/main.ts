@@ -7,8 +7,20 @@ import { type Config, ConfigError, loadConfig } from '../config/env.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { createOpspad } from '../main.ts';
 import { assertRedisReachable } from '../queue/connection.ts';
-import { createApiKey, type OpspadDatabase, openDatabase, runMigrations } from '../store/index.ts';
-import { createKeyViaLocalControl, ensureEmbeddedDatabaseFree, listenLocalControl } from './local-control.ts';
+import {
+  type ApiKeySummary,
+  type CreatedApiKey,
+  type OpspadDatabase,
+  openDatabase,
+  runMigrations,
+} from '../store/index.ts';
+import {
+  ensureEmbeddedDatabaseFree,
+  type KeyCommand,
+  keyCommandViaLocalControl,
+  listenLocalControl,
+  runKeyCommand,
+} from './local-control.ts';
 import { watchOperation } from './watch.ts';
 
 const USAGE = `Usage: opspad <command> [options]
@@ -19,6 +31,8 @@ Commands:
   migrate                        Apply database migrations, then exit.
   keys create --org <name>       Create an API key for an organization (created when new).
                 [--json]         Print {"organization_id", "api_key"} as JSON.
+  keys list --org <name>         List an organization's keys (ids and first characters).
+  keys revoke <key_id|api_key>   Revoke a key: requests with it get 401 from then on.
   ops watch <operation_id>       Follow an operation with a live progress bar until it ends
                                  (uses OPSPAD_URL and OPSPAD_API_KEY).
   help                           Show this help.
@@ -116,32 +130,69 @@ async function opsWatch(config: Config, args: string[]): Promise<number> {
   return last && (last.status === 'completed' || last.status === 'cancelled') ? 0 : 1;
 }
 
-async function keysCreate(config: Config, args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
+/** Runs a key command through a running service on the embedded database, or directly. */
+async function keyCommand(config: Config, command: KeyCommand): Promise<unknown> {
+  const remote = config.DATABASE_URL ? undefined : await keyCommandViaLocalControl(config.OPSPAD_DATA_DIR, command);
+  if (remote) {
+    return remote.result;
+  }
+  const db = await openForCommand(config);
+  try {
+    return await runKeyCommand(db, command);
+  } finally {
+    await db.close();
+  }
+}
+
+async function keys(config: Config, args: string[]): Promise<void> {
+  const [verb, ...rest] = args;
+  const { values, positionals } = parseArgs({
+    args: rest,
     options: { org: { type: 'string' }, json: { type: 'boolean', default: false } },
+    allowPositionals: true,
     strict: true,
   });
   const org = values.org?.trim();
-  if (!org) {
-    throw new UsageError('keys create needs --org <name>, e.g. opspad keys create --org acme --json');
-  }
-  let created = config.DATABASE_URL ? null : await createKeyViaLocalControl(config.OPSPAD_DATA_DIR, org);
-  if (!created) {
-    const db = await openForCommand(config);
-    try {
-      created = await createApiKey(db, org);
-    } finally {
-      await db.close();
+  if (verb === 'create' || verb === 'list') {
+    if (!org) {
+      throw new UsageError(`keys ${verb} needs --org <name>, e.g. opspad keys ${verb} --org acme`);
     }
   }
-  if (values.json) {
-    process.stdout.write(`${JSON.stringify({ organization_id: created.organization_id, api_key: created.api_key })}\n`);
-  } else {
+  if (verb === 'create') {
+    const created = (await keyCommand(config, { op: 'create', org: org as string })) as CreatedApiKey;
     process.stdout.write(
-      `Organization: ${created.organization_id}\nAPI key:      ${created.api_key}\nKeep the key: it is shown only now.\n`,
+      values.json
+        ? `${JSON.stringify({ organization_id: created.organization_id, api_key: created.api_key })}\n`
+        : `Organization: ${created.organization_id}\nAPI key:      ${created.api_key}\nKeep the key: it is shown only now.\n`,
     );
+    return;
   }
+  if (verb === 'list') {
+    const listed = (await keyCommand(config, { op: 'list', org: org as string })) as ApiKeySummary[];
+    process.stdout.write(
+      values.json
+        ? `${JSON.stringify(listed)}\n`
+        : `${listed.map((k) => `${k.key_id}  ${k.key_prefix}…  created ${k.created_at}${k.revoked_at ? `  revoked ${k.revoked_at}` : ''}`).join('\n') || '(no keys)'}\n`,
+    );
+    return;
+  }
+  if (verb === 'revoke') {
+    const key = positionals[0];
+    if (!key) {
+      throw new UsageError('keys revoke needs a key id (from keys list) or the key itself');
+    }
+    const revoked = (await keyCommand(config, { op: 'revoke', key })) as ApiKeySummary | null;
+    if (!revoked) {
+      throw new Error(`no API key matches "${key.slice(0, 12)}"`);
+    }
+    process.stdout.write(
+      values.json
+        ? `${JSON.stringify(revoked)}\n`
+        : `Revoked ${revoked.key_id} (${revoked.key_prefix}…) of ${revoked.organization}.\n`,
+    );
+    return;
+  }
+  throw new UsageError(`Unknown keys command "${verb ?? ''}". Use: opspad keys create|list|revoke`);
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -181,10 +232,7 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       }
       case 'keys':
-        if (rest[0] !== 'create') {
-          throw new UsageError(`Unknown keys command "${rest[0] ?? ''}". Use: opspad keys create --org <name>`);
-        }
-        await keysCreate(config, rest.slice(1));
+        await keys(config, rest);
         return 0;
       default:
         throw new UsageError(`Unknown command "${command}".\n\n${USAGE}`);

@@ -41,6 +41,8 @@ describe('loadConfig', () => {
       OPSPAD_LLM_TIMEOUT: 60_000,
       OPSPAD_REORGANIZE_INTERVAL: 300_000,
       OPSPAD_REORGANIZE_SWEEP_BATCH: 100,
+      OPSPAD_RATE_LIMIT: { max: 1000, windowMs: 1000 },
+      OPSPAD_MAX_ACTIVE_BACKGROUND: 100,
     });
     expect(loadConfig({}).DATABASE_URL).toBeUndefined();
   });
@@ -57,6 +59,8 @@ describe('loadConfig', () => {
     expect(config.OPSPAD_RECONCILE_INTERVAL).toBe(250);
     expect(config.OPSPAD_HANDLERS).toEqual(['./a.ts', './b.ts']);
     expect(() => loadConfig({ OPSPAD_PAUSED_TTL: 'a week' })).toThrow(/OPSPAD_PAUSED_TTL: must be a duration/);
+    expect(loadConfig({ OPSPAD_RATE_LIMIT: '600/1m' }).OPSPAD_RATE_LIMIT).toEqual({ max: 600, windowMs: 60_000 });
+    expect(() => loadConfig({ OPSPAD_RATE_LIMIT: 'lots' })).toThrow(/OPSPAD_RATE_LIMIT: must look like 1000\/1s/);
   });
 
   it('parses numbers and keeps a valid DATABASE_URL', () => {

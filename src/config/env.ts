@@ -83,6 +83,18 @@ export const EnvSchema = z.object({
   OPSPAD_RECONCILE_INTERVAL: duration.default(15_000),
   /** BullMQ job lock; a worker that dies is noticed within about this long. */
   OPSPAD_JOB_LOCK_TTL: duration.default(30_000),
+  /** Requests per API key on /v1, as `<count>/<duration>` (e.g. 1000/1s, 600/1m); 429 beyond. */
+  OPSPAD_RATE_LIMIT: z
+    .string()
+    .regex(/^\s*\d+\s*\/\s*\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)?\s*$/, 'must look like 1000/1s or 600/1m')
+    .transform((value) => {
+      const [count, window] = value.split('/') as [string, string];
+      return { max: Number(count.trim()), windowMs: duration.parse(window.trim()) };
+    })
+    .pipe(z.object({ max: z.number().int().positive('the count must be above 0'), windowMs: z.number() }))
+    .default({ max: 1000, windowMs: 1000 }),
+  /** Active background operations one organization may have at once. */
+  OPSPAD_MAX_ACTIVE_BACKGROUND: positiveInt.default(100),
   /** The recitation of the structured scratchpad stays within this many characters. */
   OPSPAD_RECITE_MAX_CHARS: positiveInt.pipe(z.number().min(1000, 'must be at least 1000')).default(4000),
   /** Who reorganizes pads: unset, `openai` when OPSPAD_LLM_BASE_URL is set, else `builtin`. */

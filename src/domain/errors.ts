@@ -21,6 +21,8 @@ export const ERROR_CODES = {
   nothing_to_retry: 409,
   execution_ended: 409,
   version_conflict: 409,
+  too_many_active_operations: 409,
+  rate_limited: 429,
   conflict: 409,
   service_unavailable: 503,
   internal_error: 500,

@@ -103,6 +103,34 @@ async function resolveOperationId(tx: Queryable, scope: ConversationScope, opera
   return operationId ?? (await activeOperationId(tx, scope));
 }
 
+/**
+ * Refuses a new active background operation when the organization already has `limit` of them.
+ * An advisory lock per organization serializes the check, so concurrent creates cannot both pass.
+ */
+async function assertBackgroundCapacity(
+  tx: Queryable,
+  organizationId: string,
+  limit: number | undefined,
+): Promise<void> {
+  if (limit === undefined) {
+    return;
+  }
+  await tx.query('SELECT pg_advisory_xact_lock(73031, hashtext($1))', [organizationId]);
+  const rows = await tx.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM assistant_operation
+     WHERE organization_id = $1 AND status = 'active' AND state_json->>'execution' = 'background'`,
+    [organizationId],
+  );
+  const active = rows[0]?.n ?? 0;
+  if (active >= limit) {
+    throw new AppError(
+      'too_many_active_operations',
+      `This organization already has ${active} active background operations, the most allowed (OPSPAD_MAX_ACTIVE_BACKGROUND = ${limit}). Wait for one to finish, or pause or cancel one.`,
+      { active, limit },
+    );
+  }
+}
+
 /** Pauses the conversation's active operation, if any, other than `exceptId`. */
 async function pauseActive(
   tx: Queryable,
@@ -160,6 +188,8 @@ export interface CreateOperationParams {
   maxParallelBatches?: number;
   /** Circuit breaker threshold; absent: never pause for failures. */
   maxFailureRate?: number | null;
+  /** OPSPAD_MAX_ACTIVE_BACKGROUND: checked when the new operation runs in the background. */
+  maxActiveBackground?: number;
   actor: string;
 }
 
@@ -181,6 +211,9 @@ export async function createOperation(
   return db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
     const pausedOperationId = await pauseActive(tx, scope, params.actor, 'a new operation was created');
+    if (params.execution === 'background') {
+      await assertBackgroundCapacity(tx, scope.organizationId, params.maxActiveBackground);
+    }
     const state: OperationState = {
       cursor: 0,
       batch_size: params.batchSize,
@@ -577,7 +610,7 @@ export async function resumeOperation(
   db: Database,
   scope: ConversationScope,
   operationId: string,
-  { actor }: { actor: string },
+  { actor, maxActiveBackground }: { actor: string; maxActiveBackground?: number },
 ): Promise<StatusChange> {
   return db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
@@ -591,6 +624,9 @@ export async function resumeOperation(
     let pausedOperationId: string | null = null;
     if (op.status === 'paused') {
       pausedOperationId = await pauseActive(tx, scope, actor, `operation ${op.id} was resumed`, op.id);
+      if (op.state_json.execution === 'background') {
+        await assertBackgroundCapacity(tx, scope.organizationId, maxActiveBackground);
+      }
       // A new lane generation for background work; the breaker starts from a clean window.
       op = await setStatus(tx, op.id, 'active', {
         recent_outcomes: '',
@@ -679,7 +715,7 @@ export async function retryFailed(
   db: Database,
   scope: ConversationScope,
   operationId: string,
-  { batchSize, actor }: { batchSize: number | null; actor: string },
+  { batchSize, actor, maxActiveBackground }: { batchSize: number | null; actor: string; maxActiveBackground?: number },
 ): Promise<CreatedOperation> {
   return db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
@@ -690,6 +726,9 @@ export async function retryFailed(
       });
     }
     const pausedOperationId = await pauseActive(tx, scope, actor, 'a retry operation was created');
+    if (source.state_json.execution === 'background') {
+      await assertBackgroundCapacity(tx, scope.organizationId, maxActiveBackground);
+    }
     const state: OperationState = {
       cursor: 0,
       batch_size: batchSize ?? source.state_json.batch_size,

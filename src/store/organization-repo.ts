@@ -55,3 +55,38 @@ export async function authenticateApiKey(db: Queryable, apiKey: string): Promise
   const row = rows[0];
   return row ? { organizationId: row.organization_id, keyId: row.id } : null;
 }
+
+export interface ApiKeySummary {
+  key_id: string;
+  organization_id: string;
+  organization: string;
+  key_prefix: string;
+  created_at: Date;
+  revoked_at: Date | null;
+}
+
+/** The keys of an organization (never the keys themselves: only their first characters). */
+export async function listApiKeys(db: Queryable, organizationName: string): Promise<ApiKeySummary[]> {
+  return db.query<ApiKeySummary>(
+    `SELECT k.id AS key_id, k.organization_id, o.name AS organization, k.key_prefix, k.created_at, k.revoked_at
+     FROM api_key k JOIN organization o ON o.id = k.organization_id
+     WHERE o.name = $1 ORDER BY k.created_at`,
+    [organizationName],
+  );
+}
+
+/**
+ * Revokes a key, named by its id or by the key itself; returns it, or null when no key matches.
+ * Requests with it are refused from then on (there is no cache to outlive).
+ */
+export async function revokeApiKey(db: Queryable, keyIdOrKey: string): Promise<ApiKeySummary | null> {
+  const byKey = keyIdOrKey.startsWith(KEY_PREFIX);
+  const rows = await db.query<ApiKeySummary>(
+    `UPDATE api_key k SET revoked_at = coalesce(k.revoked_at, now())
+     FROM organization o
+     WHERE o.id = k.organization_id AND ${byKey ? 'k.key_hash = $1' : 'k.id::text = $1'}
+     RETURNING k.id AS key_id, k.organization_id, o.name AS organization, k.key_prefix, k.created_at, k.revoked_at`,
+    [byKey ? hashApiKey(keyIdOrKey) : keyIdOrKey.toLowerCase()],
+  );
+  return rows[0] ?? null;
+}

@@ -39,6 +39,8 @@ export interface OperationToolDeps {
   db: Database;
   /** OPSPAD_MAX_ITEMS: the largest operation a create may make. */
   maxItems: number;
+  /** OPSPAD_MAX_ACTIVE_BACKGROUND: active background operations per organization. */
+  maxActiveBackground?: number;
   /** Whether a worker handler is registered for the type: then `background` is the default. */
   hasHandler(operationType: string): boolean;
   /** Called after an operation became active (create, resume, retry), e.g. to dispatch work. */
@@ -131,6 +133,7 @@ async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: Crea
     execution,
     maxParallelBatches: input.max_parallel_batches ?? OPERATION_DEFAULTS.maxParallelBatches,
     maxFailureRate: input.max_failure_rate ?? null,
+    maxActiveBackground: deps.maxActiveBackground,
     actor: ctx.actor,
   });
   await deps.onActivated?.(operation);
@@ -179,6 +182,7 @@ async function retry(deps: OperationToolDeps, ctx: ToolCallContext, input: Retry
   const { operation, pausedOperationId } = await retryFailed(deps.db, ctx.scope, input.operation_id, {
     batchSize: input.batch_size ?? null,
     actor: ctx.actor,
+    maxActiveBackground: deps.maxActiveBackground,
   });
   await deps.onActivated?.(operation);
   return createdResponse(operation, pausedOperationId, { retry_of: input.operation_id });
@@ -253,6 +257,7 @@ export async function executeOperationTool(
     case 'resume': {
       const { operation, counts, pausedOperationId } = await resumeOperation(deps.db, ctx.scope, input.operation_id, {
         actor: ctx.actor,
+        maxActiveBackground: deps.maxActiveBackground,
       });
       await deps.onActivated?.(operation);
       return { ...operationSummary(operation), ...counts, paused_operation_id: pausedOperationId };

@@ -61,6 +61,28 @@ describe('the opspad command', () => {
     }
   });
 
+  it('lists an organization\'s keys and revokes one, which then no longer authenticates', async () => {
+    const databaseUrl = inject('databaseUrl');
+    const org = `cli-revoke-${Date.now()}`;
+    const created = await opspad(['keys', 'create', '--org', org, '--json'], { DATABASE_URL: databaseUrl });
+    const { api_key: apiKey } = JSON.parse(created.stdout) as { api_key: string };
+    const listed = await opspad(['keys', 'list', '--org', org, '--json'], { DATABASE_URL: databaseUrl });
+    const keys = JSON.parse(listed.stdout) as { key_id: string; key_prefix: string; revoked_at: string | null }[];
+    expect(keys).toHaveLength(1);
+    expect(apiKey.startsWith(keys[0]?.key_prefix as string)).toBe(true);
+    expect(listed.stdout).not.toContain(apiKey);
+
+    const revoked = await opspad(['keys', 'revoke', keys[0]?.key_id as string], { DATABASE_URL: databaseUrl });
+    expect(revoked.code, revoked.stderr).toBe(0);
+    expect(revoked.stdout).toContain(`Revoked ${keys[0]?.key_id}`);
+    const db = createPostgresDatabase({ connectionString: databaseUrl, poolSize: 1 });
+    try {
+      expect(await authenticateApiKey(db, apiKey)).toBeNull();
+    } finally {
+      await db.close();
+    }
+  });
+
   it('stops at start with a message naming a bad variable', async () => {
     const run = await opspad(['start'], { PORT: 'eighty', OPSPAD_DATA_DIR: dataDir });
     expect(run.code).toBe(2);
