@@ -16,7 +16,7 @@ export function createBoardRouter(queues: readonly Queue[], options: { readOnly:
   createBullBoard({
     queues: queues.map((queue) => new BullMQAdapter(queue, { readOnlyMode: options.readOnly })),
     serverAdapter,
-    options: { uiConfig: { boardTitle: 'opspad' } },
+    options: { uiConfig: { boardTitle: 'opspad', miscLinks: [{ text: 'Operations', url: '/admin/operations' }] } },
   });
   return serverAdapter.getRouter() as Router;
 }

@@ -14,6 +14,7 @@ import { requireApiKey } from './auth.ts';
 import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
+import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
 import { healthRouter, type Readiness } from './routes/health.ts';
@@ -65,6 +66,12 @@ export function createApp(deps: AppDeps): express.Express {
   const adminAuth = requireBasicAuth(deps.admin);
   app.use('/metrics', adminAuth, metricsRouter(deps.metrics, deps.queues));
   app.use(BOARD_PATH, adminAuth, createBoardRouter(deps.queues, { readOnly: false }));
+  app.use(
+    OPERATIONS_PAGE_PATH,
+    adminAuth,
+    express.urlencoded({ extended: false, limit: '4kb' }),
+    adminOperationsRouter({ db: deps.db, tools: deps.tools, adminUser: deps.admin.user }),
+  );
 
   const v1 = express.Router();
   // Authenticate before reading a body that may be tens of megabytes.

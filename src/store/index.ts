@@ -1,6 +1,7 @@
 export * from './conversation-repo.ts';
 export * from './db.ts';
 export * from './event-repo.ts';
+export { type FailureRow, failuresPage } from './item-sql.ts';
 export * from './migrate.ts';
 export * from './notes-repo.ts';
 export * from './operation-repo.ts';

@@ -905,3 +905,48 @@ export async function getOperationInOrganization(
   }
   return { operation, counts: countsOf(operation, await countInFlight(db, operation.id)) };
 }
+
+export interface AdminOperationRow extends OperationRecord {
+  organization_name: string;
+  in_flight_count: number;
+}
+
+/**
+ * Operations across organizations for the operator view, newest first, optionally filtered by
+ * organization name and status. Operators see everything; tenants never reach this.
+ */
+export async function listOperationsAllOrganizations(
+  db: Queryable,
+  filter: { organizationName?: string; status?: OperationRecord['status']; limit: number },
+): Promise<AdminOperationRow[]> {
+  return db.query<AdminOperationRow>(
+    `SELECT ${OPERATION_COLUMNS.split(',')
+      .map((c) => `o.${c.trim()}`)
+      .join(', ')}, g.name AS organization_name,
+       (SELECT count(*)::int FROM assistant_operation_item i
+        WHERE i.operation_id = o.id AND i.status = 'leased') AS in_flight_count
+     FROM assistant_operation o JOIN organization g ON g.id = o.organization_id
+     WHERE ($1::text IS NULL OR g.name = $1) AND ($2::text IS NULL OR o.status = $2)
+     ORDER BY (o.status = 'active') DESC, o.updated_at DESC
+     LIMIT $3`,
+    [filter.organizationName ?? null, filter.status ?? null, filter.limit],
+  );
+}
+
+/** One operation by id, any organization, with its organization's name (operator view). */
+export async function getOperationAnyOrganization(
+  db: Queryable,
+  operationId: string,
+): Promise<AdminOperationRow | null> {
+  const rows = await db.query<AdminOperationRow>(
+    `SELECT ${OPERATION_COLUMNS.split(',')
+      .map((c) => `o.${c.trim()}`)
+      .join(', ')}, g.name AS organization_name,
+       (SELECT count(*)::int FROM assistant_operation_item i
+        WHERE i.operation_id = o.id AND i.status = 'leased') AS in_flight_count
+     FROM assistant_operation o JOIN organization g ON g.id = o.organization_id
+     WHERE o.id = $1`,
+    [operationId],
+  );
+  return rows[0] ?? null;
+}
