@@ -1,6 +1,7 @@
 /**
  * The `opspad` command. Parses the environment once, then runs one subcommand.
  */
+import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { BOARD_PATH } from '../api/board.ts';
 import { type Config, ConfigError, loadConfig } from '../config/env.ts';
@@ -33,6 +34,8 @@ Commands:
                 [--json]         Print {"organization_id", "api_key"} as JSON.
   keys list --org <name>         List an organization's keys (ids and first characters).
   keys revoke <key_id|api_key>   Revoke a key: requests with it get 401 from then on.
+  demo [--items N] [--exit]      Run a background operation of demo items (20,000, 5% failing)
+                                 with a live progress bar, starting opspad here if none runs.
   ops watch <operation_id>       Follow an operation with a live progress bar until it ends
                                  (uses OPSPAD_URL and OPSPAD_API_KEY).
   help                           Show this help.
@@ -56,7 +59,15 @@ async function openForCommand(config: Config): Promise<OpspadDatabase> {
 }
 
 /** Runs until SIGINT or SIGTERM; a second signal exits at once. */
-async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<void> {
+interface LocalService {
+  opspad: Awaited<ReturnType<typeof createOpspad>>;
+  db: OpspadDatabase;
+  /** Graceful stop: service, control socket, database. */
+  stop(): Promise<void>;
+}
+
+/** Starts opspad in this process (API and workers, or workers only). */
+async function startLocal(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<LocalService> {
   if (role === 'worker' && !config.DATABASE_URL) {
     throw new UsageError(
       'opspad worker needs DATABASE_URL: workers in their own processes share one Postgres server. The embedded database serves a single process; use opspad start for that.',
@@ -80,14 +91,26 @@ async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Pr
       'using the embedded PGlite database (set DATABASE_URL for Postgres)',
     );
   }
-  if (opspad.url) {
-    const password = opspad.adminPasswordGenerated
-      ? `${opspad.admin.password} (generated for this run; set OPSPAD_ADMIN_PASSWORD to choose one)`
-      : '(OPSPAD_ADMIN_PASSWORD)';
-    process.stderr.write(
-      `\nBull Board: ${opspad.url}${BOARD_PATH}  user: ${opspad.admin.user}  password: ${password}\n\n`,
-    );
-  }
+  return {
+    opspad,
+    db,
+    async stop() {
+      await opspad.close();
+      await new Promise<void>((resolve) => (control ? control.close(() => resolve()) : resolve()));
+      await db.close().catch((error: unknown) => logger.error({ err: error }, 'closing the database failed'));
+    },
+  };
+}
+
+function boardLine(opspad: LocalService['opspad']): string {
+  const password = opspad.adminPasswordGenerated
+    ? `${opspad.admin.password} (generated for this run; set OPSPAD_ADMIN_PASSWORD to choose one)`
+    : '(OPSPAD_ADMIN_PASSWORD)';
+  return `Bull Board: ${opspad.url}${BOARD_PATH}  user: ${opspad.admin.user}  password: ${password}`;
+}
+
+/** Stops gracefully on SIGINT or SIGTERM; a second signal exits at once. */
+function stopOnSignals(service: LocalService, logger: Logger): void {
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) {
@@ -101,14 +124,96 @@ async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Pr
       process.exit(1);
     }, 30_000);
     hardStop.unref();
-    await opspad.close();
-    await new Promise<void>((resolve) => (control ? control.close(() => resolve()) : resolve()));
-    await db.close().catch((error: unknown) => logger.error({ err: error }, 'closing the database failed'));
+    await service.stop();
     logger.info('stopped');
     process.exit(0);
   };
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
+}
+
+/** Runs until SIGINT or SIGTERM. */
+async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<void> {
+  const service = await startLocal(config, logger, role);
+  if (service.opspad.url) {
+    process.stderr.write(`\n${boardLine(service.opspad)}\n\n`);
+  }
+  stopOnSignals(service, logger);
+}
+
+/**
+ * `opspad demo`: a background operation of demo items end to end — on the running service if
+ * there is one, else on one started here — with the live progress bar.
+ */
+async function demo(config: Config, args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      items: { type: 'string', default: '20000' },
+      'failure-rate': { type: 'string', default: '0.05' },
+      'latency-ms': { type: 'string', default: '25' },
+      exit: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  const items = Number(values.items);
+  const failureRate = Number(values['failure-rate']);
+  const latencyMs = Number(values['latency-ms']);
+  if (!Number.isInteger(items) || items < 1 || items > config.OPSPAD_MAX_ITEMS) {
+    throw new UsageError(`--items must be a whole number from 1 to ${config.OPSPAD_MAX_ITEMS}`);
+  }
+  const baseUrl = (config.OPSPAD_URL ?? `http://${config.HOST}:${config.PORT}`).replace(/\/$/, '');
+  const running = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(1000) }).then(
+    (r) => r.ok,
+    () => false,
+  );
+  // Logs would tear the progress bar apart: only warnings from a service started here.
+  const logger = createLogger('warn');
+  const local = running ? undefined : await startLocal(config, logger, 'all');
+  const url = local?.opspad.url ?? baseUrl;
+  const created = (await (local
+    ? runKeyCommand(local.db, { op: 'create', org: 'demo' })
+    : keyCommand(config, { op: 'create', org: 'demo' }))) as CreatedApiKey;
+  const out = process.stdout;
+  out.write(`${running ? 'Using the opspad running at' : 'Started opspad at'} ${url} (organization "demo").\n`);
+  const response = await fetch(`${url}/v1/conversations/${randomUUID()}/tools/manage_assistant_operation`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${created.api_key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      action: 'create',
+      operation_type: 'demo',
+      execution: 'background',
+      total_items: items,
+      item_ids: Array.from({ length: items }, (_, i) => `demo-${i + 1}`),
+      batch_size: 100,
+      query_params: { latency_ms: latencyMs, failure_rate: failureRate },
+      notes: 'opspad demo',
+    }),
+  });
+  const body = (await response.json()) as { operation_id?: string; error?: { message: string } };
+  if (!response.ok || !body.operation_id) {
+    throw new Error(`creating the demo operation failed: ${body.error?.message ?? response.status}`);
+  }
+  out.write(
+    `Operation ${body.operation_id}: ${items} items, ${failureRate * 100}% failing, ${latencyMs} ms per batch.\n`,
+  );
+  out.write(
+    `${local ? boardLine(local.opspad) : `Bull Board: ${url}${BOARD_PATH}  user: ${config.OPSPAD_ADMIN_USER}  password: (OPSPAD_ADMIN_PASSWORD)`}\n`,
+  );
+  out.write(`Operator view: ${url}/admin/operations\n\n`);
+  const last = await watchOperation({ baseUrl: url, apiKey: created.api_key, operationId: body.operation_id, out });
+  if (last) {
+    out.write(
+      `\nDone: ${last.completed_count} completed, ${last.failed_count} failed of ${last.total_items} (${last.status}).\n`,
+    );
+  }
+  if (local && !values.exit && out.isTTY) {
+    out.write('opspad keeps running so you can look around; Ctrl-C stops it.\n');
+    stopOnSignals(local, logger);
+    return -1;
+  }
+  await local?.stop();
+  return last?.status === 'completed' ? 0 : 1;
 }
 
 async function opsWatch(config: Config, args: string[]): Promise<number> {
@@ -220,6 +325,8 @@ export async function main(argv: string[]): Promise<number> {
       case 'worker':
         await serve(config, logger, 'worker');
         return -1;
+      case 'demo':
+        return await demo(config, rest);
       case 'ops':
         if (rest[0] !== 'watch') {
           throw new UsageError(`Unknown ops command "${rest[0] ?? ''}". Use: opspad ops watch <operation_id>`);

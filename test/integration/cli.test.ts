@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { demoFails } from '../../src/handlers/demo.ts';
 import { authenticateApiKey, createPostgresDatabase } from '../../src/store/index.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
@@ -106,6 +107,27 @@ describe('the opspad command', () => {
   });
 });
 
+describe('opspad demo on a fresh data folder', () => {
+  it('starts opspad itself, runs the demo operation to the end with the progress bar, and stops', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-demo-'));
+    try {
+      const run = await opspad(['demo', '--items', '3000', '--latency-ms', '5', '--exit'], {
+        OPSPAD_DATA_DIR: dataDir,
+        PORT: '0',
+        REDIS_URL: inject('redisUrl'),
+        OPSPAD_QUEUE_PREFIX: `${inject('queuePrefix')}-demo`,
+      });
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toMatch(/^Started opspad at http:\/\/127\.0\.0\.1:\d+ \(organization "demo"\)\./);
+      expect(run.stdout).toMatch(/Bull Board: http:\/\/127\.0\.0\.1:\d+\/admin\/queues {2}user: admin {2}password: \S+/);
+      const failing = Array.from({ length: 3000 }, (_, i) => demoFails(`demo-${i + 1}`, 0.05)).filter(Boolean).length;
+      expect(run.stdout).toContain(`Done: ${3000 - failing} completed, ${failing} failed of 3000 (completed).`);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('opspad start on the embedded database', () => {
   it('serves the API, creates keys beside it through the control socket, and stops on SIGTERM', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'opspad-start-'));
@@ -152,6 +174,13 @@ describe('opspad start on the embedded database', () => {
         },
       );
       expect(response.status).toBe(200);
+
+      // The demo uses the running service (its key made through the control socket).
+      const demo = await opspad(['demo', '--items', '1500', '--latency-ms', '5'], env);
+      expect(demo.code, demo.stderr).toBe(0);
+      expect(demo.stdout).toContain(`Using the opspad running at http://127.0.0.1:${port}`);
+      expect(demo.stdout).toMatch(/1500\/1500 100\.0% · \d+ failed/);
+      expect(demo.stdout).toMatch(/Done: \d+ completed, \d+ failed of 1500 \(completed\)\./);
 
       // A second service on the same embedded database is refused, not allowed to corrupt it.
       const second = await opspad(['start'], { ...env, PORT: String(Number(port) + 1) });
