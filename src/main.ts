@@ -127,6 +127,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       db,
       maxItems: config.OPSPAD_MAX_ITEMS,
       maxActiveBackground: config.OPSPAD_MAX_ACTIVE_BACKGROUND,
+      queuePrefix: config.OPSPAD_QUEUE_PREFIX,
       hasHandler: (type) => handlers.has(type),
       reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
       onReorganizeDue,
@@ -203,6 +204,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       logger,
       intervalMs: config.OPSPAD_RECONCILE_INTERVAL,
       pausedTtlMs: config.OPSPAD_PAUSED_TTL,
+      queuePrefix: config.OPSPAD_QUEUE_PREFIX,
       // Schedulers live in Redis: a flushed Redis gets them back on the next pass.
       ensureSchedulers: () => reorganizeQueue.ensureScheduler(),
     });

@@ -39,6 +39,11 @@ export interface OperationState {
    * a new generation; jobs of an older one stop at their next step, so lanes never pile up.
    */
   dispatch_epoch?: number;
+  /**
+   * Background: the BullMQ key prefix of the deployment that dispatches it. Deployments sharing
+   * one database (staging and production, test runs) each reconcile only their own operations.
+   */
+  queue_prefix?: string;
 }
 
 export interface OperationRecord {

@@ -50,6 +50,8 @@ export interface ReconcilerOptions {
   logger: Logger;
   intervalMs: number;
   pausedTtlMs: number;
+  /** This deployment's BullMQ prefix: only its own operations are reconciled. */
+  queuePrefix: string;
   /** Re-creates Redis-held job schedulers (a flushed Redis loses them). */
   ensureSchedulers?: () => Promise<void>;
 }
@@ -69,7 +71,7 @@ async function pass(options: ReconcilerOptions): Promise<ReconcileReport> {
   const live = await dispatcher.liveLanes();
   let after = NIL_UUID;
   for (;;) {
-    const page = await listActiveBackgroundOperationsAllOrganizations(db, after, PAGE);
+    const page = await listActiveBackgroundOperationsAllOrganizations(db, options.queuePrefix, after, PAGE);
     for (const { operation, organizationId, conversationId, idleMs } of page) {
       after = operation.id;
       if (!handlers.has(operation.operation_type)) {

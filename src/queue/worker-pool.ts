@@ -80,6 +80,8 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     });
     return worker;
   });
+  // "Started" means connected and taking jobs: other processes (and tests) may rely on it.
+  await Promise.all(workers.map((worker) => worker.waitUntilReady()));
   options.logger.info({ types: options.handlers.types }, 'workers started');
 
   let closing: Promise<void> | undefined;

@@ -190,6 +190,8 @@ export interface CreateOperationParams {
   maxFailureRate?: number | null;
   /** OPSPAD_MAX_ACTIVE_BACKGROUND: checked when the new operation runs in the background. */
   maxActiveBackground?: number;
+  /** Background: the queue prefix of the deployment that dispatches it. */
+  queuePrefix?: string;
   actor: string;
 }
 
@@ -223,7 +225,7 @@ export async function createOperation(
       abandoned_count: 0,
       max_parallel_batches: params.maxParallelBatches ?? OPERATION_DEFAULTS.maxParallelBatches,
       max_failure_rate: params.maxFailureRate ?? null,
-      ...(params.execution === 'background' ? { dispatch_epoch: 1 } : {}),
+      ...(params.execution === 'background' ? { dispatch_epoch: 1, queue_prefix: params.queuePrefix } : {}),
       ...extraState,
     };
     const operation = await insertOperation(tx, scope, params.operationType, params.itemIds.length, state);
@@ -737,6 +739,12 @@ export async function retryFailed(
       notes: source.state_json.notes,
       abandoned_count: 0,
       retry_of: source.id,
+      max_parallel_batches: source.state_json.max_parallel_batches,
+      max_failure_rate: source.state_json.max_failure_rate ?? null,
+      // A background retry starts its own lane generation, dispatched by the same deployment.
+      ...(source.state_json.execution === 'background'
+        ? { dispatch_epoch: 1, queue_prefix: source.state_json.queue_prefix }
+        : {}),
     };
     let operation = await insertOperation(tx, scope, source.operation_type, source.failed_count, state);
     const copied = await copyFailedItems(tx, source.id, operation.id);
@@ -818,6 +826,7 @@ export interface ActiveBackgroundOperation extends ConversationScope {
 /** Active background operations after `afterId` (keyset pages), every organization. */
 export async function listActiveBackgroundOperationsAllOrganizations(
   db: Queryable,
+  queuePrefix: string,
   afterId: string,
   limit: number,
 ): Promise<ActiveBackgroundOperation[]> {
@@ -825,8 +834,9 @@ export async function listActiveBackgroundOperationsAllOrganizations(
     `SELECT ${OPERATION_COLUMNS}, (extract(epoch FROM now() - updated_at) * 1000)::int AS idle_ms
      FROM assistant_operation
      WHERE status = 'active' AND state_json->>'execution' = 'background' AND id > $1::uuid
+       AND coalesce(state_json->>'queue_prefix', $3) = $3
      ORDER BY id LIMIT $2`,
-    [afterId, limit],
+    [afterId, limit, queuePrefix],
   );
   return rows.map(({ idle_ms, ...operation }) => ({
     operation,
@@ -949,4 +959,29 @@ export async function getOperationAnyOrganization(
     [operationId],
   );
   return rows[0] ?? null;
+}
+
+/**
+ * Extends the leases `owner` holds on the operation's items (a worker's heartbeat while its
+ * handler runs), so a slow batch is not handed to another worker while it is still being done.
+ */
+export async function extendLeases(
+  db: Queryable,
+  scope: ConversationScope,
+  operationId: string,
+  owner: string,
+  leaseSeconds: number,
+): Promise<number> {
+  const rows = await db.query<{ n: number }>(
+    `WITH extended AS (
+       UPDATE assistant_operation_item i
+       SET lease_expires_at = now() + make_interval(secs => $3)
+       FROM assistant_operation o
+       WHERE i.operation_id = $1 AND i.status = 'leased' AND i.lease_owner = $2
+         AND o.id = i.operation_id AND o.organization_id = $4
+       RETURNING 1)
+     SELECT count(*)::int AS n FROM extended`,
+    [operationId, owner, leaseSeconds, scope.organizationId],
+  );
+  return rows[0]?.n ?? 0;
 }

@@ -41,6 +41,8 @@ export interface OperationToolDeps {
   maxItems: number;
   /** OPSPAD_MAX_ACTIVE_BACKGROUND: active background operations per organization. */
   maxActiveBackground?: number;
+  /** OPSPAD_QUEUE_PREFIX: recorded on background operations (their reconciler's scope). */
+  queuePrefix?: string;
   /** Whether a worker handler is registered for the type: then `background` is the default. */
   hasHandler(operationType: string): boolean;
   /** Called after an operation became active (create, resume, retry), e.g. to dispatch work. */
@@ -134,6 +136,7 @@ async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: Crea
     maxParallelBatches: input.max_parallel_batches ?? OPERATION_DEFAULTS.maxParallelBatches,
     maxFailureRate: input.max_failure_rate ?? null,
     maxActiveBackground: deps.maxActiveBackground,
+    queuePrefix: deps.queuePrefix,
     actor: ctx.actor,
   });
   await deps.onActivated?.(operation);

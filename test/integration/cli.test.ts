@@ -62,7 +62,7 @@ describe('the opspad command', () => {
     }
   });
 
-  it('lists an organization\'s keys and revokes one, which then no longer authenticates', async () => {
+  it("lists an organization's keys and revokes one, which then no longer authenticates", async () => {
     const databaseUrl = inject('databaseUrl');
     const org = `cli-revoke-${Date.now()}`;
     const created = await opspad(['keys', 'create', '--org', org, '--json'], { DATABASE_URL: databaseUrl });
@@ -119,7 +119,9 @@ describe('opspad demo on a fresh data folder', () => {
       });
       expect(run.code, run.stderr).toBe(0);
       expect(run.stdout).toMatch(/^Started opspad at http:\/\/127\.0\.0\.1:\d+ \(organization "demo"\)\./);
-      expect(run.stdout).toMatch(/Bull Board: http:\/\/127\.0\.0\.1:\d+\/admin\/queues {2}user: admin {2}password: \S+/);
+      expect(run.stdout).toMatch(
+        /Bull Board: http:\/\/127\.0\.0\.1:\d+\/admin\/queues {2}user: admin {2}password: \S+/,
+      );
       const failing = Array.from({ length: 3000 }, (_, i) => demoFails(`demo-${i + 1}`, 0.05)).filter(Boolean).length;
       expect(run.stdout).toContain(`Done: ${3000 - failing} completed, ${failing} failed of 3000 (completed).`);
     } finally {

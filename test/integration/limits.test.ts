@@ -55,11 +55,18 @@ describe('limits (postgres)', () => {
     const third = randomUUID();
     const refused = await background(third);
     expect(refused.status).toBe(409);
-    expect(refused.body).toMatchObject({ error: { code: 'too_many_active_operations', details: { active: 2, limit: 2 } } });
+    expect(refused.body).toMatchObject({
+      error: { code: 'too_many_active_operations', details: { active: 2, limit: 2 } },
+    });
     const written = await harness.db.query('SELECT 1 FROM assistant_operation WHERE conversation_id = $1', [third]);
     expect(written).toEqual([]);
 
-    const assistant = await tenant.op(third, { action: 'create', operation_type: 'notes', total_items: 1, item_ids: ['a'] });
+    const assistant = await tenant.op(third, {
+      action: 'create',
+      operation_type: 'notes',
+      total_items: 1,
+      item_ids: ['a'],
+    });
     expect(assistant.status).toBe(200);
 
     const firstId = (await tenant.op(first, { action: 'progress' })).body.operation_id as string;

@@ -43,7 +43,9 @@ describe('the operator view (postgres)', () => {
 
   it('needs the operator credentials', async () => {
     expect((await fetch(`${harness.url}/admin/operations`)).status).toBe(401);
-    const withApiKey = await fetch(`${harness.url}/admin/operations`, { headers: { authorization: `Bearer ${tenant.apiKey}` } });
+    const withApiKey = await fetch(`${harness.url}/admin/operations`, {
+      headers: { authorization: `Bearer ${tenant.apiKey}` },
+    });
     expect(withApiKey.status).toBe(401);
   });
 
@@ -72,8 +74,11 @@ describe('the operator view (postgres)', () => {
     });
     expect(forged.status).toBe(400);
     const status = async () =>
-      (await harness.db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [operationId]))[0]
-        ?.status;
+      (
+        await harness.db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
+          operationId,
+        ])
+      )[0]?.status;
     expect(await status()).toBe('active');
 
     const press = (action: string) =>

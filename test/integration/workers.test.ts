@@ -172,6 +172,58 @@ describe('background workers (postgres)', () => {
     await tenant.op(conversationOfLarge, { action: 'cancel', operation_id: large });
   });
 
+  it('keeps the lease of a batch slower than the lease while its handler runs (no second handling)', async () => {
+    const slowHarness = await startHarness('postgres', {
+      workers: true,
+      handlers: [countingHandler],
+      env: { OPSPAD_LEASE_TTL: '1s', OPSPAD_JOB_LOCK_TTL: '2s', OPSPAD_RECONCILE_INTERVAL: '1h' },
+    });
+    try {
+      const slowTenant = await slowHarness.newTenant();
+      const sidefx = testKey('sidefx');
+      const itemIds = ['slow-1', ...ids(300, 'fast')];
+      const created = await slowTenant.op(randomUUID(), {
+        action: 'create',
+        operation_type: 'counting',
+        total_items: itemIds.length,
+        item_ids: itemIds,
+        batch_size: 1,
+        max_parallel_batches: 2,
+        // slow-1 takes 2.5 lease periods; the other lane keeps leasing (and would reclaim it).
+        query_params: { sidefx_key: sidefx, latency_ms: 0, slow_items: ['slow-1'], slow_ms: 2500 },
+      });
+      const operationId = created.body.operation_id as string;
+      const end = await waitForProgress(slowHarness.url, slowTenant, operationId, finished);
+      expect(end).toMatchObject({ status: 'completed', completed_count: itemIds.length });
+      expect((await sideEffects(sidefx)).get('slow-1')).toBe(1);
+      const expired = await slowHarness.db.query(
+        `SELECT 1 FROM operation_event WHERE operation_id = $1 AND kind = 'lease_expired'`,
+        [operationId],
+      );
+      expect(expired).toEqual([]);
+    } finally {
+      await slowHarness.close();
+    }
+  });
+
+  it('retries the failed items of a background operation in the background', async () => {
+    const conversation = randomUUID();
+    const itemIds = ids(300, 'retry');
+    const operationId = await createBackground(conversation, {
+      operation_type: 'demo',
+      total_items: itemIds.length,
+      item_ids: itemIds,
+      batch_size: 50,
+      query_params: { failure_rate: 0.2 },
+    });
+    const first = await waitForProgress(harness.url, tenant, operationId, finished);
+    const retry = await tenant.op(conversation, { action: 'retry_failed', operation_id: operationId });
+    expect(retry.body).toMatchObject({ execution: 'background', total_items: first.failed_count });
+    // The demo handler fails the same items again: the retry completes with all of them failed.
+    const end = await waitForProgress(harness.url, tenant, retry.body.operation_id as string, finished);
+    expect(end).toMatchObject({ status: 'completed', completed_count: 0, failed_count: first.failed_count });
+  });
+
   it('pauses an operation whose failure rate trips the circuit breaker, and tells the assistant why', async () => {
     const conversation = randomUUID();
     const operationId = await createBackground(conversation, {
@@ -229,6 +281,35 @@ describe('the reconciler (postgres)', () => {
       expect(epochs[0]?.epoch).toBe(2); // re-dispatched once, by the reconciler
     } finally {
       await worker.close();
+      await api.close();
+    }
+  });
+
+  it('leaves alone the operations another deployment (another queue prefix) dispatches', async () => {
+    const api = await startHarness('postgres', { workers: false, env: FAST_WORKERS });
+    const other = await startHarness('postgres', { workers: true, env: FAST_WORKERS });
+    try {
+      const tenant = await api.newTenant();
+      const created = await tenant.op(randomUUID(), {
+        action: 'create',
+        operation_type: 'demo',
+        total_items: 10,
+        item_ids: ids(10),
+      });
+      const operationId = created.body.operation_id as string;
+      await api.db.query(`UPDATE assistant_operation SET updated_at = now() - interval '1 hour' WHERE id = $1`, [
+        operationId,
+      ]);
+      const report = await other.service.reconciler?.runOnce();
+      expect(report).toBeDefined();
+      const rows = await api.db.query<{ epoch: number; status: string }>(
+        `SELECT (state_json->>'dispatch_epoch')::int AS epoch, status FROM assistant_operation WHERE id = $1`,
+        [operationId],
+      );
+      expect(rows[0]).toEqual({ epoch: 1, status: 'active' });
+      expect((await other.service.dispatcher.liveLanes()).has(`${operationId}.1`)).toBe(false);
+    } finally {
+      await other.close();
       await api.close();
     }
   });

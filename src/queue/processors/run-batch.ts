@@ -19,6 +19,7 @@ import {
   type ConversationScope,
   completeOperation,
   type Database,
+  extendLeases,
   leaseBatch,
   recordResults,
   releaseLeasedItems,
@@ -112,6 +113,16 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
 
     const stop = deps.watchStop(step.operation_id);
     const signal = shutdownSignal ? AbortSignal.any([stop.signal, shutdownSignal]) : stop.signal;
+    // Heartbeat: a batch slower than its lease keeps it, instead of being handed to another
+    // worker and handled twice. A worker that dies stops beating, and the lease expires.
+    const heartbeat = setInterval(
+      () => {
+        extendLeases(deps.db, scope, op.id, owner, deps.leaseSeconds).catch((error: unknown) =>
+          logger.warn({ err: error }, 'could not extend the lease; it may be taken over'),
+        );
+      },
+      Math.max(500, (deps.leaseSeconds * 1000) / 3),
+    );
     const outcome = await runHandler(handler, lease.batch, {
       operationId: op.id,
       organizationId: op.organization_id,
@@ -119,7 +130,10 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
       queryParams: op.state_json.query_params ?? {},
       signal,
       logger,
-    }).finally(() => stop.release());
+    }).finally(() => {
+      clearInterval(heartbeat);
+      stop.release();
+    });
 
     let after = op;
     let counts = lease.counts;
