@@ -95,11 +95,16 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   }
   const metrics = createMetrics();
   const producer = createRedisConnection(config.REDIS_URL, 'producer');
-  const dispatcher = createDispatcher({ connection: producer, prefix: config.OPSPAD_QUEUE_PREFIX, handlers });
-  const reorganizeQueue = createReorganizeQueue(producer, config.OPSPAD_QUEUE_PREFIX, {
-    cron: config.OPSPAD_REORGANIZE_CRON,
-    everyMs: config.OPSPAD_REORGANIZE_INTERVAL,
-  });
+  const dispatcher = createDispatcher({ connection: producer, prefix: config.OPSPAD_QUEUE_PREFIX, handlers, logger });
+  const reorganizeQueue = createReorganizeQueue(
+    producer,
+    config.OPSPAD_QUEUE_PREFIX,
+    {
+      cron: config.OPSPAD_REORGANIZE_CRON,
+      everyMs: config.OPSPAD_REORGANIZE_INTERVAL,
+    },
+    logger,
+  );
   const reorganizeDeps: ReorganizeDeps = {
     db,
     reorganizer: selectReorganizer(config),

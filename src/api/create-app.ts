@@ -5,7 +5,7 @@
 import type { Queue } from 'bullmq';
 import express, { type RequestHandler } from 'express';
 import { AppError } from '../domain/errors.ts';
-import { findNulCharacter } from '../domain/validation.ts';
+import { findUnstorableValue } from '../domain/validation.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Database } from '../store/index.ts';
@@ -43,12 +43,14 @@ export interface AppDeps {
 }
 
 /**
- * Postgres text cannot hold U+0000; refuse it at the edge with an error that names the field,
- * instead of letting the database fail halfway through a request. The parsed body is checked,
- * not its bytes: a JSON string may spell an innocent backslash followed by "u0000".
+ * Postgres text cannot hold U+0000, jsonb refuses lone surrogates (and text stores them as
+ * U+FFFD), and a body nested thousands of levels deep overflows the stack when serialized for
+ * jsonb: refuse them at the edge with an error that names the field, instead of letting the
+ * database fail halfway through a request. The parsed body is checked, not its bytes: a JSON
+ * string may spell an innocent backslash followed by "u0000".
  */
-const rejectNulCharacters: RequestHandler = (req, _res, next) => {
-  const issue = findNulCharacter(req.body);
+const rejectUnstorableValues: RequestHandler = (req, _res, next) => {
+  const issue = findUnstorableValue(req.body);
   if (issue) {
     throw new AppError('validation_failed', `Invalid input: ${issue.field}: ${issue.message}`, {
       issues: [issue],
@@ -80,7 +82,7 @@ export function createApp(deps: AppDeps): express.Express {
     v1.use(deps.rateLimit);
   }
   v1.use(express.json({ limit: deps.maxBodyBytes }));
-  v1.use(rejectNulCharacters);
+  v1.use(rejectUnstorableValues);
   v1.use(toolsRouter(deps.tools));
   v1.use(contextRouter(deps.db, deps.scratchpad.reciteBudget));
   v1.use(scratchpadRouter(deps.scratchpad));

@@ -26,9 +26,19 @@ function fromBodyParser(error: unknown, maxBytes: number): AppError | null {
   return null;
 }
 
+/** The router could not percent-decode a path parameter (e.g. `%E0%A4%A`): the caller's mistake. */
+function fromRouter(error: unknown): AppError | null {
+  if (error instanceof URIError && (error as { status?: unknown }).status === 400) {
+    return new AppError('validation_failed', 'The request path is not valid percent-encoded UTF-8.', {
+      field: '(path)',
+    });
+  }
+  return null;
+}
+
 export function errorMiddleware(logger: Logger, maxBodyBytes: number): ErrorRequestHandler {
   return (error, req, res, _next) => {
-    const appError = fromBodyParser(error, maxBodyBytes) ?? toAppError(error);
+    const appError = fromBodyParser(error, maxBodyBytes) ?? fromRouter(error) ?? toAppError(error);
     if (appError.code === 'internal_error') {
       logger.error({ err: error, method: req.method, path: req.path }, 'request failed');
     }

@@ -7,6 +7,7 @@ import { BOARD_PATH } from '../api/board.ts';
 import { type Config, ConfigError, loadConfig } from '../config/env.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { createOpspad } from '../main.ts';
+import { serveMcpOverStdio } from '../mcp/stdio.ts';
 import { assertRedisReachable } from '../queue/connection.ts';
 import {
   type ApiKeySummary,
@@ -15,6 +16,7 @@ import {
   openDatabase,
   runMigrations,
 } from '../store/index.ts';
+import { isToolFormat, TOOL_FORMATS, toolsInFormat } from '../tools/formats.ts';
 import {
   ensureEmbeddedDatabaseFree,
   type KeyCommand,
@@ -38,6 +40,11 @@ Commands:
                                  with a live progress bar, starting opspad here if none runs.
   ops watch <operation_id>       Follow an operation with a live progress bar until it ends
                                  (uses OPSPAD_URL and OPSPAD_API_KEY).
+  mcp --conversation <uuid>      Serve opspad's tools and the conversation's context resource to
+                                 an MCP client over stdio (uses OPSPAD_URL and OPSPAD_API_KEY;
+                                 --url, --key override them).
+  tools print [--format F]       Print the tool definitions as JSON; F: opspad (default), openai
+                                 (strict function calling) or anthropic.
   help                           Show this help.
 
 Configuration comes from the environment: DATABASE_URL (unset: embedded PGlite under
@@ -235,6 +242,48 @@ async function opsWatch(config: Config, args: string[]): Promise<number> {
   return last && (last.status === 'completed' || last.status === 'cancelled') ? 0 : 1;
 }
 
+const CONVERSATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** `opspad mcp`: an MCP server over stdio for one conversation, talking to opspad over HTTP. */
+async function mcp(config: Config, args: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args,
+    options: { conversation: { type: 'string' }, url: { type: 'string' }, key: { type: 'string' } },
+    strict: true,
+  });
+  const conversationId = values.conversation?.trim().toLowerCase();
+  const apiKey = values.key ?? config.OPSPAD_API_KEY;
+  if (!conversationId || !apiKey) {
+    throw new UsageError(
+      'Usage: opspad mcp --conversation <uuid> [--url URL] [--key API_KEY] (or OPSPAD_URL, OPSPAD_API_KEY)',
+    );
+  }
+  if (!CONVERSATION_ID.test(conversationId)) {
+    throw new UsageError('--conversation must be a UUID you choose for the conversation');
+  }
+  const baseUrl = values.url ?? config.OPSPAD_URL ?? `http://${config.HOST}:${config.PORT}`;
+  await serveMcpOverStdio({ baseUrl, apiKey, conversationId });
+  return 0;
+}
+
+/** `opspad tools print`: the tool definitions in a vendor's format, built here (no server). */
+function tools(args: string[]): number {
+  const [verb, ...rest] = args;
+  if (verb !== 'print') {
+    throw new UsageError(`Unknown tools command "${verb ?? ''}". Use: opspad tools print [--format FORMAT]`);
+  }
+  const { values } = parseArgs({
+    args: rest,
+    options: { format: { type: 'string', default: 'opspad' } },
+    strict: true,
+  });
+  if (!isToolFormat(values.format)) {
+    throw new UsageError(`--format must be one of: ${TOOL_FORMATS.join(', ')} (got "${values.format}")`);
+  }
+  process.stdout.write(`${JSON.stringify({ tools: toolsInFormat(values.format) }, null, 2)}\n`);
+  return 0;
+}
+
 /** Runs a key command through a running service on the embedded database, or directly. */
 async function keyCommand(config: Config, command: KeyCommand): Promise<unknown> {
   const remote = config.DATABASE_URL ? undefined : await keyCommandViaLocalControl(config.OPSPAD_DATA_DIR, command);
@@ -341,6 +390,10 @@ export async function main(argv: string[]): Promise<number> {
       case 'keys':
         await keys(config, rest);
         return 0;
+      case 'mcp':
+        return await mcp(config, rest);
+      case 'tools':
+        return tools(rest);
       default:
         throw new UsageError(`Unknown command "${command}".\n\n${USAGE}`);
     }

@@ -91,16 +91,33 @@ function pathOf(stack: readonly Frame[]): PropertyKey[] {
   return stack.slice(1).map((frame) => frame.key);
 }
 
+const NUL_MESSAGE = 'must not contain the NUL character (\\u0000)';
+const SURROGATE_MESSAGE =
+  'must not contain a lone UTF-16 surrogate (\\ud800-\\udfff without its pair): send valid Unicode';
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** U+0000 only. */
+function nulIn(text: string): string | null {
+  return text.includes('\u0000') ? NUL_MESSAGE : null;
+}
+
 /**
- * The first string in a parsed JSON value (a value, or a key) that holds U+0000, which Postgres
- * text and jsonb cannot store; null when there is none. Iterative, so no nesting depth can
- * overflow the stack, and it allocates no path unless it finds one.
+ * U+0000, which Postgres text and jsonb cannot hold, and lone surrogates, which jsonb refuses
+ * and text silently stores as U+FFFD.
  */
-export function findNulCharacter(value: unknown): FieldIssue | null {
-  const NUL = '\u0000';
-  const message = 'must not contain the NUL character (\\u0000)';
+function unstorableIn(text: string): string | null {
+  return nulIn(text) ?? (LONE_SURROGATE.test(text) ? SURROGATE_MESSAGE : null);
+}
+
+/**
+ * The first string (a value, or a key) in a parsed JSON value for which `check` has a message,
+ * or the first container nested deeper than `maxDepth`; null when there is none. Iterative, so
+ * no nesting depth can overflow the stack, and it allocates no path unless it finds one.
+ */
+function findIssue(value: unknown, check: (text: string) => string | null, maxDepth: number): FieldIssue | null {
   if (typeof value === 'string') {
-    return value.includes(NUL) ? { field: fieldName([]), message } : null;
+    const message = check(value);
+    return message ? { field: fieldName([]), message } : null;
   }
   const root = frameOf('', value);
   const stack: Frame[] = root ? [root] : [];
@@ -113,20 +130,42 @@ export function findNulCharacter(value: unknown): FieldIssue | null {
     }
     const index = top.next++;
     const key: PropertyKey = top.keys ? (top.keys[index] as string) : index;
-    if (typeof key === 'string' && key.includes(NUL)) {
-      return { field: fieldName(pathOf(stack)), message: `field names ${message}` };
+    const keyMessage = typeof key === 'string' ? check(key) : null;
+    if (keyMessage) {
+      return { field: fieldName(pathOf(stack)), message: `field names ${keyMessage}` };
     }
     const child = (top.node as Record<PropertyKey, unknown>)[key];
     if (typeof child === 'string') {
-      if (child.includes(NUL)) {
+      const message = check(child);
+      if (message) {
         return { field: fieldName([...pathOf(stack), key]), message };
       }
     } else {
       const frame = frameOf(key, child);
       if (frame) {
+        if (stack.length >= maxDepth) {
+          return { field: fieldName([...pathOf(stack), key]), message: `must not nest deeper than ${maxDepth} levels` };
+        }
         stack.push(frame);
       }
     }
   }
   return null;
+}
+
+/** The first string in a parsed JSON value (a value, or a key) that holds U+0000; null when none. */
+export function findNulCharacter(value: unknown): FieldIssue | null {
+  return findIssue(value, nulIn, Number.POSITIVE_INFINITY);
+}
+
+/** How deep request bodies may nest objects and arrays (the body itself is level 1). */
+export const MAX_JSON_DEPTH = 100;
+
+/**
+ * The first thing in a parsed JSON body that cannot be stored, or null: a string (value or key)
+ * holding U+0000 or a lone surrogate, or nesting deeper than `maxDepth` (serializing it for
+ * Postgres would overflow the stack).
+ */
+export function findUnstorableValue(value: unknown, maxDepth = MAX_JSON_DEPTH): FieldIssue | null {
+  return findIssue(value, unstorableIn, maxDepth);
 }

@@ -4,6 +4,7 @@
  * commands while Redis is away (`enableOfflineQueue: false`), which is what an HTTP request wants.
  */
 import { Redis } from 'ioredis';
+import type { Logger } from '../logger.ts';
 
 export type RedisRole = 'worker' | 'producer';
 
@@ -29,6 +30,23 @@ function redactedUrl(url: string): string {
   } catch {
     return 'REDIS_URL';
   }
+}
+
+/**
+ * Logs a queue's connection errors at most once a minute (they repeat on every reconnect try
+ * while Redis is away); without a listener BullMQ would print each one to the console.
+ */
+export function logQueueErrors(
+  emitter: { on(event: 'error', listener: (error: Error) => void): unknown; name: string },
+  logger: Logger | undefined,
+): void {
+  let last = 0;
+  emitter.on('error', (error) => {
+    if (logger && Date.now() - last > 60_000) {
+      last = Date.now();
+      logger.warn({ err: error, queue: emitter.name }, 'queue connection error (retrying)');
+    }
+  });
 }
 
 /** Fails with a message saying what to do when Redis does not answer within `timeoutMs`. */

@@ -9,6 +9,7 @@ import type { Redis } from 'ioredis';
 import type { OperationRecord } from '../domain/operation.ts';
 import { remainingOf } from '../domain/operation.ts';
 import type { HandlerRegistry } from '../handlers/registry.ts';
+import type { Logger } from '../logger.ts';
 import {
   batchQueueName,
   RUN_BATCH_JOB,
@@ -16,6 +17,7 @@ import {
   type RunBatchPayload,
   runBatchJobId,
 } from './catalog.ts';
+import { logQueueErrors } from './connection.ts';
 
 /** Job states in which a job will still run: a lane with such a job is alive. */
 const LIVE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children'] as const;
@@ -36,17 +38,18 @@ export function createDispatcher(options: {
   connection: Redis;
   prefix: string;
   handlers: HandlerRegistry;
+  /** Where queue connection errors go (without one, they are dropped: Redis is retried). */
+  logger?: Logger;
 }): Dispatcher {
   const queues = new Map<string, Queue>();
   for (const type of options.handlers.types) {
-    queues.set(
-      type,
-      new Queue(batchQueueName(type), {
-        connection: options.connection,
-        prefix: options.prefix,
-        defaultJobOptions: RUN_BATCH_JOB_OPTIONS,
-      }),
-    );
+    const queue = new Queue(batchQueueName(type), {
+      connection: options.connection,
+      prefix: options.prefix,
+      defaultJobOptions: RUN_BATCH_JOB_OPTIONS,
+    });
+    logQueueErrors(queue, options.logger);
+    queues.set(type, queue);
   }
   const queueFor = (type: string) => {
     const queue = queues.get(type);

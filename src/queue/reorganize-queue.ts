@@ -10,6 +10,7 @@ import { z } from 'zod';
 import type { Logger } from '../logger.ts';
 import { type ReorganizeDeps, reorganizeScratchpad } from '../reorganizer/reorganize.ts';
 import { type ConversationScope, listPadsToReorganizeAllOrganizations } from '../store/index.ts';
+import { logQueueErrors } from './connection.ts';
 
 export const REORGANIZE_QUEUE = 'reorganize';
 export const REORGANIZE_PAD_JOB = 'reorganize-pad';
@@ -35,7 +36,12 @@ export interface SweepSchedule {
   everyMs: number;
 }
 
-export function createReorganizeQueue(connection: Redis, prefix: string, schedule: SweepSchedule): ReorganizeQueue {
+export function createReorganizeQueue(
+  connection: Redis,
+  prefix: string,
+  schedule: SweepSchedule,
+  logger: Logger,
+): ReorganizeQueue {
   const queue = new Queue(REORGANIZE_QUEUE, {
     connection,
     prefix,
@@ -46,6 +52,7 @@ export function createReorganizeQueue(connection: Redis, prefix: string, schedul
       removeOnFail: { age: 24 * 3600 },
     },
   });
+  logQueueErrors(queue, logger);
   return {
     queue,
     async enqueue(scope, version, reason) {

@@ -74,10 +74,35 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
     connectionString: options.connectionString,
     max: options.poolSize ?? 10,
     application_name: options.applicationName ?? 'opspad',
+    // A process that stops mid-transaction (frozen, paused by the OS, partitioned) would hold
+    // its row locks forever and stall every worker of that operation; the server ends such a
+    // session instead. opspad's transactions never sit idle for anywhere near this long.
+    idle_in_transaction_session_timeout: 15_000,
   });
   // An idle client losing its connection (a server restart) must not crash the process; the
   // pool drops it and the next query opens a new one.
   pool.on('error', () => {});
+
+  /**
+   * A pooled client for work that spans several statements. A checked-out client whose server
+   * connection dies (a restart, `pg_terminate_backend`) emits 'error'; unheard, that event would
+   * crash the process. It is heard here, and the client is destroyed on release instead of reused.
+   */
+  const checkout = async () => {
+    const client = await pool.connect();
+    let lost: Error | undefined;
+    const onError = (error: Error) => {
+      lost = error;
+    };
+    client.on('error', onError);
+    return {
+      client,
+      release(error?: Error) {
+        client.off('error', onError);
+        client.release(error ?? lost);
+      },
+    };
+  };
 
   const run = async <R extends object>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) =>
     (await client.query<R & pg.QueryResultRow>(text, params as unknown[] | undefined)).rows as R[];
@@ -88,7 +113,7 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
     query: (text, params) => run(pool, text, params),
     async transaction(fn) {
       return withRetries(async () => {
-        const client = await pool.connect();
+        const { client, release } = await checkout();
         let broken: Error | undefined;
         try {
           await client.query('BEGIN');
@@ -115,12 +140,12 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
           throw error;
         } finally {
           // A client whose ROLLBACK failed is in an unknown state: destroy it, don't reuse it.
-          client.release(broken);
+          release(broken);
         }
       });
     },
     async withTryLock(key, fn) {
-      const client = await pool.connect();
+      const { client, release } = await checkout();
       try {
         const rows = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [key]);
         if (!rows.rows[0]?.locked) {
@@ -132,7 +157,7 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
           await client.query('SELECT pg_advisory_unlock($1)', [key]);
         }
       } finally {
-        client.release();
+        release();
       }
     },
     close: () => pool.end(),

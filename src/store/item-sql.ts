@@ -3,8 +3,9 @@
  * statement is bounded by the batch it works on (or by the operation's in-flight rows), never by
  * the operation's size: that is what keeps recording O(batch) at a million items.
  *
- * Callers hold the operation row's lock (`SELECT … FOR UPDATE` in operation-repo.ts) before
- * calling any of these, so item states cannot change under them between two statements.
+ * Callers hold a lock of the operation row (operation-repo.ts) before calling any of these:
+ * exclusive for whatever changes the operation's state, shared for leases and records, which
+ * only ever touch their own rows (`SKIP LOCKED`, conditions on each row's status and owner).
  */
 import type { ItemStatus } from '../domain/operation.ts';
 import type { Queryable, Transaction } from './db.ts';
@@ -112,6 +113,16 @@ export async function releaseExpiredLeases(
   return { released: rows[0]?.released ?? 0, lowestOrdinal: rows[0]?.lowest ?? null };
 }
 
+/** Whether any of the operation's leases has expired (the partial index of leased items). */
+export async function hasExpiredLeases(tx: Queryable, operationId: string): Promise<boolean> {
+  const rows = await tx.query(
+    `SELECT 1 FROM assistant_operation_item
+     WHERE operation_id = $1 AND status = 'leased' AND lease_expires_at < now() LIMIT 1`,
+    [operationId],
+  );
+  return rows.length > 0;
+}
+
 /** Returns the named items still leased to `owner` to pending. */
 export async function releaseOwnedItems(
   tx: Queryable,
@@ -189,50 +200,66 @@ export async function findItems(tx: Queryable, operationId: string, itemIds: rea
   );
 }
 
-/** $1 operation id, $2 ordinals → count of items that were pending or leased and are now completed. */
-export const MARK_COMPLETED_SQL = `WITH done AS (
-       UPDATE assistant_operation_item
-       SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL, reason = NULL,
-           updated_at = now()
-       WHERE operation_id = $1 AND ordinal = ANY($2::int[]) AND status IN ('pending', 'leased')
-       RETURNING 1)
-     SELECT count(*)::int AS n FROM done`;
-
-/** Marks items completed; returns how many changed (items already recorded are left alone). */
-export async function markCompleted(tx: Queryable, operationId: string, ordinals: readonly number[]): Promise<number> {
-  if (ordinals.length === 0) {
-    return 0;
-  }
-  const rows = await tx.query<{ n: number }>(MARK_COMPLETED_SQL, [operationId, ordinals]);
-  return rows[0]?.n ?? 0;
-}
-
-/** $1 operation id, $2 ordinals, $3 reasons (same order) → count of items now failed. */
-export const MARK_FAILED_SQL = `WITH failed AS (
-       UPDATE assistant_operation_item AS i
-       SET status = 'failed', reason = f.reason, lease_owner = NULL, lease_expires_at = NULL,
-           updated_at = now()
-       FROM unnest($2::int[], $3::text[]) AS f(ordinal, reason)
-       WHERE i.operation_id = $1 AND i.ordinal = ANY($2::int[]) AND i.ordinal = f.ordinal
-         AND i.status IN ('pending', 'leased')
-       RETURNING 1)
-     SELECT count(*)::int AS n FROM failed`;
+/**
+ * Which items a report may record: pending ones, those leased to the reporter ($3), and those
+ * whose lease has expired. An item leased to someone else whose lease is live is left alone (a
+ * late worker never overwrites the one that took its lease over), and so is one already recorded.
+ */
+const RECORDABLE = `(i.status = 'pending'
+         OR (i.status = 'leased' AND (i.lease_owner = $3 OR i.lease_expires_at < now())))`;
 
 /**
- * Marks items failed with their reasons. The `ordinal = ANY($2)` condition gives the planner
- * the primary-key path; joining the unnest alone can pick a nested loop over the whole array.
+ * $1 operation id, $2 item ids, $3 reporter → (ordinal, item_id) of the items this statement
+ * completed. Matching by item id and recording in one statement is what keeps a report to one
+ * pass over the batch's index entries; the ids it did not record are looked up afterwards, only
+ * when there are any (see recordResults).
  */
-export async function markFailed(
+export const RECORD_COMPLETED_SQL = `UPDATE assistant_operation_item AS i
+     SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL, reason = NULL, updated_at = now()
+     WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND ${RECORDABLE}
+     RETURNING i.ordinal, i.item_id`;
+
+/**
+ * $1 operation id, $2 item ids, $3 reporter, $4 reasons (same order as $2) → (ordinal, item_id)
+ * of the items this statement failed. The `item_id = ANY($2)` condition gives the planner the
+ * index path; joining the unnest alone can pick a nested loop over the whole array.
+ */
+export const RECORD_FAILED_SQL = `UPDATE assistant_operation_item AS i
+     SET status = 'failed', reason = f.reason, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+     FROM unnest($2::text[], $4::text[]) AS f(item_id, reason)
+     WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND i.item_id = f.item_id AND ${RECORDABLE}
+     RETURNING i.ordinal, i.item_id`;
+
+export interface RecordedItem {
+  ordinal: number;
+  item_id: string;
+}
+
+/** Completes the recordable items among `itemIds` (see RECORD_COMPLETED_SQL). */
+export async function recordCompleted(
   tx: Queryable,
   operationId: string,
-  ordinals: readonly number[],
-  reasons: readonly string[],
-): Promise<number> {
-  if (ordinals.length === 0) {
-    return 0;
+  itemIds: readonly string[],
+  owner: string,
+): Promise<RecordedItem[]> {
+  if (itemIds.length === 0) {
+    return [];
   }
-  const rows = await tx.query<{ n: number }>(MARK_FAILED_SQL, [operationId, ordinals, reasons]);
-  return rows[0]?.n ?? 0;
+  return tx.query<RecordedItem>(RECORD_COMPLETED_SQL, [operationId, itemIds, owner]);
+}
+
+/** Fails the recordable items among `itemIds` with their reasons (see RECORD_FAILED_SQL). */
+export async function recordFailed(
+  tx: Queryable,
+  operationId: string,
+  itemIds: readonly string[],
+  reasons: readonly string[],
+  owner: string,
+): Promise<RecordedItem[]> {
+  if (itemIds.length === 0) {
+    return [];
+  }
+  return tx.query<RecordedItem>(RECORD_FAILED_SQL, [operationId, itemIds, owner, reasons]);
 }
 
 /** Marks every item not yet recorded as abandoned (cancel, forced complete). */

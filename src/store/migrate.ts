@@ -22,6 +22,9 @@ export async function runMigrations(db: Database & ({ pool: pg.Pool } | { pglite
     return;
   }
   const client = await db.pool.connect();
+  // A connection lost mid-migration fails the migration below; it must not crash the process.
+  const onError = () => {};
+  client.on('error', onError);
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
@@ -30,6 +33,7 @@ export async function runMigrations(db: Database & ({ pool: pg.Pool } | { pglite
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     }
   } finally {
+    client.off('error', onError);
     client.release();
   }
 }

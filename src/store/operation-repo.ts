@@ -1,8 +1,9 @@
 /**
  * Operations: every action of the operation tool as one transaction. Each action that changes
- * an operation locks its row first (`FOR UPDATE`), so leases, records, pauses and cancels of one
- * operation are serialized by Postgres — correct across any number of API and worker processes —
- * while different operations never wait for each other.
+ * an operation's state locks its row first (`FOR UPDATE`), so pauses, cancels and completes of
+ * one operation are serialized by Postgres — correct across any number of API and worker
+ * processes — while different operations never wait for each other. Leases and records, the hot
+ * path, take a shared lock instead and run side by side (see lockOperation).
  */
 import { AppError } from '../domain/errors.ts';
 import {
@@ -33,15 +34,19 @@ import {
   type FailureRow,
   failuresPage,
   findItems,
-  type ItemState,
+  hasExpiredLeases,
   insertItems,
   leaseNext,
-  markCompleted,
-  markFailed,
+  type RecordedItem,
+  recordCompleted,
+  recordFailed,
   releaseExpiredLeases,
   releaseOwnedItems,
   renewOwnLease,
 } from './item-sql.ts';
+
+/** A create of at least this many items refreshes the item table's statistics (see createOperation). */
+const ANALYZE_AFTER_ITEMS = 10_000;
 
 /** At most this many offending ids are named in an error; the count says how many in all. */
 const MAX_NAMED_IDS = 20;
@@ -55,12 +60,28 @@ function operationNotFound(operationId: string): AppError {
   });
 }
 
-/** Locks and returns the operation, scoped to the organization and conversation. */
-async function lockOperation(tx: Queryable, scope: ConversationScope, operationId: string): Promise<OperationRecord> {
+/**
+ * Locks and returns the operation, scoped to the organization and conversation.
+ *
+ * `exclusive` (FOR UPDATE) is what every action that changes the operation's state takes
+ * (pause, cancel, complete, resume, maintenance): it waits for every other lock on the row and
+ * holds them all off. `shared` (FOR KEY SHARE) is the hot path's: leases and records of one
+ * operation's lanes run side by side under it, while a state change still waits for all of them
+ * and they for it. Their own updates of the row (counters, cursor) take the row's update lock only
+ * for the few statements before commit, and every one is written to commute (`count + n`,
+ * GREATEST for the cursor). Before this, the lanes of an operation took turns on an exclusive
+ * lock for their whole transaction: 4 lanes ran one at a time (npm run bench, 14k → see README).
+ */
+async function lockOperation(
+  tx: Queryable,
+  scope: ConversationScope,
+  operationId: string,
+  mode: 'exclusive' | 'shared' = 'exclusive',
+): Promise<OperationRecord> {
   const rows = await tx.query<OperationRecord>(
     `SELECT ${OPERATION_COLUMNS} FROM assistant_operation
      WHERE id = $1 AND organization_id = $2 AND conversation_id = $3
-     FOR UPDATE`,
+     FOR ${mode === 'exclusive' ? 'UPDATE' : 'KEY SHARE'}`,
     [operationId, scope.organizationId, scope.conversationId],
   );
   const op = rows[0];
@@ -68,6 +89,14 @@ async function lockOperation(tx: Queryable, scope: ConversationScope, operationI
     throw operationNotFound(operationId);
   }
   return op;
+}
+
+/** The operation's row as it is now (its lock already held). */
+async function readOperation(tx: Queryable, operationId: string): Promise<OperationRecord> {
+  const rows = await tx.query<OperationRecord>(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation WHERE id = $1`, [
+    operationId,
+  ]);
+  return rows[0] as OperationRecord;
 }
 
 /** The id of the conversation's active operation, or a 404 that points at the paused ones. */
@@ -210,7 +239,7 @@ export async function createOperation(
   params: CreateOperationParams,
   extraState: Partial<OperationState> = {},
 ): Promise<CreatedOperation> {
-  return db.transaction(async (tx) => {
+  const created = await db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
     const pausedOperationId = await pauseActive(tx, scope, params.actor, 'a new operation was created');
     if (params.execution === 'background') {
@@ -239,6 +268,17 @@ export async function createOperation(
     });
     return { operation, pausedOperationId };
   });
+  if (params.itemIds.length >= ANALYZE_AFTER_ITEMS && db.engine === 'postgres') {
+    // Until the table's statistics count the new operation's rows, the planner takes it for a
+    // small one and picks plans that read all of its rows for every lease and record (a bitmap
+    // scan of the operation, then a sort or a filter): O(N) per batch, 10 ms at 30,000 items,
+    // far more at 1,000,000, until autovacuum's analyze comes round. Refreshing them at once
+    // costs one sampled pass (~0.1-0.3 s), in the background: the create does not wait for it.
+    db.query('ANALYZE assistant_operation_item').catch(() => {
+      // Autovacuum analyzes the table later anyway.
+    });
+  }
+  return created;
 }
 
 async function insertOperation(
@@ -311,47 +351,114 @@ export interface LeaseResult {
 }
 
 /**
+ * Moves the cursor forward to `cursor`, never back: leases running side by side may finish in
+ * any order, and the cursor must stay at or below the lowest pending item.
+ */
+async function advanceCursor(tx: Queryable, operationId: string, cursor: number): Promise<OperationRecord> {
+  const rows = await tx.query<OperationRecord>(
+    `UPDATE assistant_operation
+     SET state_json = jsonb_set(state_json, '{cursor}', to_jsonb(GREATEST((state_json->>'cursor')::int, $2::int))),
+       updated_at = now()
+     WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
+    [operationId, cursor],
+  );
+  return rows[0] as OperationRecord;
+}
+
+/**
  * The `progress` action: the caller's current batch if it holds one (its lease renewed),
  * otherwise the next batch from the cursor, leased to the caller. Expired leases go back to
  * pending first. Paused and finished operations hand out no new batch.
+ *
+ * Two paths. The usual one leases under a shared lock of the operation, so the lanes of one
+ * operation lease (and record) at the same time: `FOR UPDATE SKIP LOCKED` gives each a batch
+ * of its own, and the cursor only moves forward. Whatever can move the cursor back or needs an
+ * exact view — expired leases to reclaim, or nothing found from the cursor (the operation's end,
+ * every remaining item in flight, or items a failed concurrent lease left behind it) — goes to
+ * the exclusive path, which runs alone: the rules are then those of a single leaser.
  */
 export async function leaseBatch(db: Database, scope: ConversationScope, params: LeaseParams): Promise<LeaseResult> {
-  return db.transaction(async (tx) => {
-    const operationId = await resolveOperationId(tx, scope, params.operationId);
-    let op = await lockOperation(tx, scope, operationId);
-    let batch = isFinished(op.status) ? [] : await renewOwnLease(tx, op.id, params.owner, params.leaseSeconds);
-    let reclaimed = 0;
-    const epochMatches = params.epoch === undefined || params.epoch === op.state_json.dispatch_epoch;
-    if (batch.length === 0 && op.status === 'active' && epochMatches) {
-      const { cursor, released } = await reclaimExpired(tx, scope, op, params.owner);
-      reclaimed = released;
-      batch = await leaseNext(
-        tx,
-        op.id,
-        params.owner,
-        params.leaseSeconds,
-        cursor,
-        params.batchSize ?? op.state_json.batch_size,
-      );
-      const last = batch.at(-1);
-      // Nothing pending at or after the cursor: jump it to the end so later scans are empty.
-      const nextCursor = last ? last.ordinal + 1 : op.total_items;
-      if (nextCursor !== op.state_json.cursor) {
-        op = await setCursor(tx, op.id, nextCursor);
-      }
-      if (batch.length > 0) {
-        await appendEvent(tx, {
-          operationId: op.id,
-          organizationId: scope.organizationId,
-          kind: 'batch_leased',
-          actor: params.owner,
-          data: { count: batch.length, first_ordinal: batch[0]?.ordinal, last_ordinal: last?.ordinal },
-        });
+  const shared = await db.transaction((tx) => leaseShared(tx, scope, params));
+  return shared ?? db.transaction((tx) => leaseExclusive(tx, scope, params));
+}
+
+/** The shared path of {@link leaseBatch}; null when the exclusive path must decide. */
+async function leaseShared(tx: Queryable, scope: ConversationScope, params: LeaseParams): Promise<LeaseResult | null> {
+  const operationId = await resolveOperationId(tx, scope, params.operationId);
+  let op = await lockOperation(tx, scope, operationId, 'shared');
+  let batch = isFinished(op.status) ? [] : await renewOwnLease(tx, op.id, params.owner, params.leaseSeconds);
+  const epochMatches = params.epoch === undefined || params.epoch === op.state_json.dispatch_epoch;
+  if (batch.length === 0 && op.status === 'active' && epochMatches) {
+    if (await hasExpiredLeases(tx, op.id)) {
+      return null;
+    }
+    batch = await leaseNext(
+      tx,
+      op.id,
+      params.owner,
+      params.leaseSeconds,
+      op.state_json.cursor,
+      params.batchSize ?? op.state_json.batch_size,
+    );
+    const first = batch[0];
+    const last = batch.at(-1);
+    if (!first || !last) {
+      return null; // nothing changed yet: the exclusive path looks again, exactly
+    }
+    await appendEvent(tx, {
+      operationId: op.id,
+      organizationId: scope.organizationId,
+      kind: 'batch_leased',
+      actor: params.owner,
+      data: { count: batch.length, first_ordinal: first.ordinal, last_ordinal: last.ordinal },
+    });
+    const inFlight = await countInFlight(tx, op.id);
+    // Last, just before commit: concurrent leases wait for each other only on this update.
+    op = await advanceCursor(tx, op.id, last.ordinal + 1);
+    return { operation: op, batch: batch.map((b) => b.item_id), counts: countsOf(op, inFlight), reclaimed: 0 };
+  }
+  const inFlight = await countInFlight(tx, op.id);
+  return { operation: op, batch: batch.map((b) => b.item_id), counts: countsOf(op, inFlight), reclaimed: 0 };
+}
+
+/** The exclusive path of {@link leaseBatch}: alone on the operation, so its view is exact. */
+async function leaseExclusive(tx: Queryable, scope: ConversationScope, params: LeaseParams): Promise<LeaseResult> {
+  const operationId = await resolveOperationId(tx, scope, params.operationId);
+  let op = await lockOperation(tx, scope, operationId);
+  let batch = isFinished(op.status) ? [] : await renewOwnLease(tx, op.id, params.owner, params.leaseSeconds);
+  let reclaimed = 0;
+  const epochMatches = params.epoch === undefined || params.epoch === op.state_json.dispatch_epoch;
+  if (batch.length === 0 && op.status === 'active' && epochMatches) {
+    const { cursor, released } = await reclaimExpired(tx, scope, op, params.owner);
+    reclaimed = released;
+    const limit = params.batchSize ?? op.state_json.batch_size;
+    batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, cursor, limit);
+    if (batch.length === 0 && cursor > 0) {
+      // Pending items behind the cursor can only be left by a concurrent lease that rolled back
+      // after another moved the cursor past its rows. Rare: look from the start once.
+      const pending = remainingOf(op) - (await countInFlight(tx, op.id));
+      if (pending > 0) {
+        batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, 0, limit);
       }
     }
-    const inFlight = await countInFlight(tx, op.id);
-    return { operation: op, batch: batch.map((b) => b.item_id), counts: countsOf(op, inFlight), reclaimed };
-  });
+    const last = batch.at(-1);
+    // Nothing pending at or after the cursor: jump it to the end so later scans are empty.
+    const nextCursor = last ? last.ordinal + 1 : op.total_items;
+    if (nextCursor !== op.state_json.cursor) {
+      op = await setCursor(tx, op.id, nextCursor);
+    }
+    if (batch.length > 0) {
+      await appendEvent(tx, {
+        operationId: op.id,
+        organizationId: scope.organizationId,
+        kind: 'batch_leased',
+        actor: params.owner,
+        data: { count: batch.length, first_ordinal: batch[0]?.ordinal, last_ordinal: last?.ordinal },
+      });
+    }
+  }
+  const inFlight = await countInFlight(tx, op.id);
+  return { operation: op, batch: batch.map((b) => b.item_id), counts: countsOf(op, inFlight), reclaimed };
 }
 
 export interface RecordParams {
@@ -370,12 +477,14 @@ export interface RecordResult {
   leaseConflicts: string[];
 }
 
-/** The outcomes of the items this call records, in item order: `c` or `f` each. */
-function outcomesInOrder(found: readonly ItemState[], failedById: ReadonlyMap<string, string>): string {
-  return found
-    .filter((item) => item.status === 'pending' || item.status === 'leased')
+/** The outcomes of the items this call recorded, in item order: `c` or `f` each. */
+function outcomesInOrder(completed: readonly RecordedItem[], failed: readonly RecordedItem[]): string {
+  return [
+    ...completed.map((item) => ({ ordinal: item.ordinal, outcome: 'c' })),
+    ...failed.map((item) => ({ ordinal: item.ordinal, outcome: 'f' })),
+  ]
     .sort((a, b) => a.ordinal - b.ordinal)
-    .map((item) => (failedById.has(item.item_id) ? 'f' : 'c'))
+    .map((item) => item.outcome)
     .join('');
 }
 
@@ -410,7 +519,9 @@ export async function recordResults(
   const requested = [...completedIds, ...failedById.keys()];
 
   return db.transaction(async (tx) => {
-    let op = await lockOperation(tx, scope, params.operationId);
+    // Shared: records of one operation's lanes run side by side; each touches only its own
+    // items, and its counter update commutes (see lockOperation).
+    let op = await lockOperation(tx, scope, params.operationId, 'shared');
     if (isFinished(op.status)) {
       throw new AppError(
         'operation_finished',
@@ -418,58 +529,69 @@ export async function recordResults(
         { operation_id: op.id, status: op.status },
       );
     }
-    const found = requested.length > 0 ? await findItems(tx, op.id, requested) : [];
-    if (found.length < requested.length) {
-      const known = new Set(found.map((f) => f.item_id));
-      const unknown = requested.filter((id) => !known.has(id));
-      throw new AppError(
-        'unknown_item_ids',
-        `Operation ${op.id} has no item ${namedIds(unknown)}; nothing was recorded. Report only ids returned by progress.`,
-        { operation_id: op.id, unknown_ids: unknown.slice(0, MAX_NAMED_IDS), unknown_count: unknown.length },
-      );
+    if (op.state_json.max_failure_rate) {
+      // The circuit breaker's window is read, extended and written back: records of an
+      // operation that has one take turns, and each reads the window its predecessor wrote.
+      await tx.query('SELECT pg_advisory_xact_lock(73032, hashtext($1))', [op.id]);
+      op = await readOperation(tx, op.id);
     }
+    // Record first, in one statement per outcome kind, then look up only the ids that were not
+    // recorded (usually none) to say why: a separate lookup of every id before recording cost a
+    // second pass over the batch's index entries, about a quarter of a worker's time per batch
+    // (npm run bench). Unknown ids throw, which rolls the whole call back: nothing of it is
+    // recorded. An id not recorded here is unknown, already recorded, or leased to another whose
+    // lease is live; only the latter can change meanwhile (its owner records it), and either way
+    // this call did not record it.
+    const failedIds = [...failedById.keys()];
+    const completedItems = await recordCompleted(tx, op.id, completedIds, params.owner);
+    const failedItems = await recordFailed(
+      tx,
+      op.id,
+      failedIds,
+      failedIds.map((id) => failedById.get(id) as string),
+      params.owner,
+    );
+    const completed = completedItems.length;
+    const failed = failedItems.length;
 
     const alreadyRecorded: string[] = [];
     const leaseConflicts: string[] = [];
-    const completedOrdinals: number[] = [];
-    const failedOrdinals: number[] = [];
-    const failedReasons: string[] = [];
-    for (const item of found) {
-      if (item.status === 'completed' || item.status === 'failed' || item.status === 'abandoned') {
-        alreadyRecorded.push(item.item_id);
-      } else if (item.status === 'leased' && item.lease_owner !== params.owner && !item.lease_expired) {
-        leaseConflicts.push(item.item_id);
-      } else {
-        const reason = failedById.get(item.item_id);
-        if (reason === undefined) {
-          completedOrdinals.push(item.ordinal);
+    if (completed + failed < requested.length) {
+      const recorded = new Set([...completedItems, ...failedItems].map((item) => item.item_id));
+      const rest = requested.filter((id) => !recorded.has(id));
+      const found = await findItems(tx, op.id, rest);
+      if (found.length < rest.length) {
+        const known = new Set(found.map((f) => f.item_id));
+        const unknown = rest.filter((id) => !known.has(id));
+        throw new AppError(
+          'unknown_item_ids',
+          `Operation ${op.id} has no item ${namedIds(unknown)}; nothing was recorded. Report only ids returned by progress.`,
+          { operation_id: op.id, unknown_ids: unknown.slice(0, MAX_NAMED_IDS), unknown_count: unknown.length },
+        );
+      }
+      for (const item of found) {
+        if (item.status === 'completed' || item.status === 'failed' || item.status === 'abandoned') {
+          alreadyRecorded.push(item.item_id);
         } else {
-          failedOrdinals.push(item.ordinal);
-          failedReasons.push(reason);
+          // Not recordable and not recorded: leased to someone else, and that lease is live.
+          leaseConflicts.push(item.item_id);
         }
       }
     }
 
-    const completed = await markCompleted(tx, op.id, completedOrdinals);
-    const failed = await markFailed(tx, op.id, failedOrdinals, failedReasons);
     if (completed + failed > 0) {
       const maxRate = op.state_json.max_failure_rate;
       const window = maxRate
-        ? pushOutcomes(op.state_json.recent_outcomes ?? '', outcomesInOrder(found, failedById))
+        ? pushOutcomes(op.state_json.recent_outcomes ?? '', outcomesInOrder(completedItems, failedItems))
         : '';
       const trips = op.status === 'active' && breakerTrips(window, maxRate);
       const statePatch: Partial<OperationState> = maxRate ? { recent_outcomes: window } : {};
       if (trips && maxRate) {
         statePatch.paused_reason = breakerReason(window, maxRate);
       }
-      const rows = await tx.query<OperationRecord>(
-        `UPDATE assistant_operation
-         SET completed_count = completed_count + $2, failed_count = failed_count + $3, updated_at = now(),
-             state_json = state_json || $4::jsonb, status = CASE WHEN $5 THEN 'paused' ELSE status END
-         WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
-        [op.id, completed, failed, JSON.stringify(statePatch), trips],
-      );
-      op = rows[0] as OperationRecord;
+      // The operation row's update comes last, just before commit: concurrent records of the
+      // operation's lanes wait for each other only there (the audit trail and the in-flight
+      // count do not need it).
       if (trips) {
         await appendEvent(tx, {
           operationId: op.id,
@@ -486,6 +608,16 @@ export async function recordResults(
         actor: params.owner,
         data: { completed, failed, already_recorded: alreadyRecorded.length, lease_conflicts: leaseConflicts.length },
       });
+      const inFlight = await countInFlight(tx, op.id);
+      const rows = await tx.query<OperationRecord>(
+        `UPDATE assistant_operation
+         SET completed_count = completed_count + $2, failed_count = failed_count + $3, updated_at = now(),
+             state_json = state_json || $4::jsonb, status = CASE WHEN $5 THEN 'paused' ELSE status END
+         WHERE id = $1 RETURNING ${OPERATION_COLUMNS}`,
+        [op.id, completed, failed, JSON.stringify(statePatch), trips],
+      );
+      op = rows[0] as OperationRecord;
+      return { operation: op, counts: countsOf(op, inFlight), alreadyRecorded, leaseConflicts };
     }
     const inFlight = await countInFlight(tx, op.id);
     return { operation: op, counts: countsOf(op, inFlight), alreadyRecorded, leaseConflicts };

@@ -20,9 +20,9 @@ import {
 export type Engine = 'postgres' | 'pglite';
 export const ENGINES: readonly Engine[] = ['postgres', 'pglite'];
 
-export async function openTestDatabase(engine: Engine): Promise<OpspadDatabase> {
+export async function openTestDatabase(engine: Engine, databaseUrl?: string): Promise<OpspadDatabase> {
   if (engine === 'postgres') {
-    return createPostgresDatabase({ connectionString: inject('databaseUrl'), poolSize: 8 });
+    return createPostgresDatabase({ connectionString: databaseUrl ?? inject('databaseUrl'), poolSize: 8 });
   }
   const db = await createPgliteDatabase();
   await runMigrations(db);
@@ -68,6 +68,8 @@ export interface HarnessOptions {
   workers?: boolean;
   handlers?: readonly Handler[];
   eventsPollMs?: number;
+  /** Postgres only: a (migrated) database other than the run's. */
+  databaseUrl?: string;
 }
 
 /** A BullMQ prefix of its own for each harness, under the run's prefix (removed at the end). */
@@ -76,7 +78,7 @@ export function harnessPrefix(): string {
 }
 
 export async function startHarness(engine: Engine, options: HarnessOptions = {}): Promise<Harness> {
-  const db = await openTestDatabase(engine);
+  const db = await openTestDatabase(engine, options.databaseUrl);
   const config = loadConfig({
     PORT: '0',
     HOST: '127.0.0.1',

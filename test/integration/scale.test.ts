@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LEASE_NEXT_SQL, MARK_COMPLETED_SQL, MARK_FAILED_SQL } from '../../src/store/item-sql.ts';
+import { LEASE_NEXT_SQL, RECORD_COMPLETED_SQL, RECORD_FAILED_SQL } from '../../src/store/item-sql.ts';
 import { type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
 
 const N = 1_000_000;
@@ -116,12 +116,12 @@ describe('an operation of 1,000,000 items (postgres)', () => {
   });
 
   it('records a 1,000-item batch by touching pages in proportion to the batch', async () => {
-    const ordinals = Array.from({ length: 1000 }, (_, i) => 900000 + i);
-    const completed = await explain(MARK_COMPLETED_SQL, [operationId, ordinals]);
+    const batch = Array.from({ length: 1000 }, (_, i) => `item-${900000 + i}`);
+    const completed = await explain(RECORD_COMPLETED_SQL, [operationId, batch, 'w']);
     expect(completed.nodes.join(' | ')).not.toMatch(/Seq Scan on assistant_operation_item/);
     expect(completed.pages / 1000).toBeLessThan(PAGES_PER_ITEM);
 
-    const failed = await explain(MARK_FAILED_SQL, [operationId, ordinals, ordinals.map((o) => `reason ${o}`)]);
+    const failed = await explain(RECORD_FAILED_SQL, [operationId, batch, 'w', batch.map((id) => `reason ${id}`)]);
     expect(failed.nodes.join(' | ')).not.toMatch(/Seq Scan on assistant_operation_item/);
     expect(failed.pages / 1000).toBeLessThan(PAGES_PER_ITEM);
   });

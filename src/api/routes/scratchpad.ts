@@ -16,6 +16,7 @@ import { parseOrThrow } from '../../domain/validation.ts';
 import { type ReorganizeDeps, reorganizeScratchpad } from '../../reorganizer/reorganize.ts';
 import {
   type ConversationScope,
+  ensureConversation,
   getPad,
   listContextRenders,
   listPadVersions,
@@ -88,7 +89,9 @@ export function scratchpadRouter(deps: ScratchpadRoutesDeps): Router {
   router.post('/conversations/:conversationId/scratchpad/reorganize', async (req, res) => {
     const scope = scopeOf(req, res);
     const body = parseOrThrow(ReorganizeBody, req.body ?? {}, 'reorganize request');
-    await getPad(deps.db, scope);
+    // 404 for another organization's conversation; created on first use, as everywhere, since
+    // the outcome is recorded as an event of the conversation.
+    await ensureConversation(deps.db, scope, { lock: false });
     const outcome = await reorganizeScratchpad(deps, scope, {
       reason: body.reason ?? 'requested over the API',
       recentMessages: body.recent_messages,

@@ -1,11 +1,13 @@
 /**
- * The tools surface: `GET /v1/tools` (definitions for function calling) and
+ * The tools surface: `GET /v1/tools?format=opspad|openai|anthropic` (definitions for function
+ * calling, in each vendor's format) and
  * `POST /v1/conversations/:conversationId/tools/:toolName` (one tool call, the body being the
  * tool's input JSON).
  */
 import { Router } from 'express';
 import { AppError } from '../../domain/errors.ts';
 import { toolDefinitions } from '../../tools/definitions.ts';
+import { TOOL_FORMATS, toolFormatOf, toolsInFormat } from '../../tools/formats.ts';
 import type { ToolRegistry } from '../../tools/registry.ts';
 import { principalOf } from '../auth.ts';
 import { conversationIdOf, executionIdOf } from '../params.ts';
@@ -13,9 +15,10 @@ import { conversationIdOf, executionIdOf } from '../params.ts';
 export function toolsRouter(tools: ToolRegistry): Router {
   const router = Router();
   const definitions = toolDefinitions();
+  const byFormat = new Map(TOOL_FORMATS.map((format) => [format, toolsInFormat(format, definitions)]));
 
-  router.get('/tools', (_req, res) => {
-    res.json({ tools: definitions });
+  router.get('/tools', (req, res) => {
+    res.json({ tools: byFormat.get(toolFormatOf(req.query)) });
   });
 
   router.post('/conversations/:conversationId/tools/:toolName', async (req, res) => {

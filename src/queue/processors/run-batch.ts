@@ -176,19 +176,23 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
     stopTimer();
 
     const recordedCount = counts.completed_count + counts.failed_count;
-    await job.updateProgress({
-      operation_id: op.id,
-      recorded: recordedCount,
-      total: counts.total_items,
-      completed: counts.completed_count,
-      failed: counts.failed_count,
-      percent: counts.total_items === 0 ? 100 : Math.floor((recordedCount / counts.total_items) * 100),
-    });
-    await job.log(
-      `lane ${step.lane} step ${step.seq}: ${outcome.completed.length} completed, ${outcome.failed.length} failed` +
-        `${outcome.unhandled.length > 0 ? `, ${outcome.unhandled.length} released` : ''}; ` +
-        `operation ${recordedCount}/${counts.total_items} recorded`,
-    );
+    // Progress and log line in one go: each is a Redis round trip, and they do not depend on
+    // each other (the lane's next step waits for neither).
+    await Promise.all([
+      job.updateProgress({
+        operation_id: op.id,
+        recorded: recordedCount,
+        total: counts.total_items,
+        completed: counts.completed_count,
+        failed: counts.failed_count,
+        percent: counts.total_items === 0 ? 100 : Math.floor((recordedCount / counts.total_items) * 100),
+      }),
+      job.log(
+        `lane ${step.lane} step ${step.seq}: ${outcome.completed.length} completed, ${outcome.failed.length} failed` +
+          `${outcome.unhandled.length > 0 ? `, ${outcome.unhandled.length} released` : ''}; ` +
+          `operation ${recordedCount}/${counts.total_items} recorded`,
+      ),
+    ]);
 
     const result = {
       leased: lease.batch.length,

@@ -1,0 +1,142 @@
+/**
+ * The targets opspad is held to, the table, and the files a run writes.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Entry } from './common.ts';
+
+type Lookup = (name: string) => number | undefined;
+
+interface Target {
+  entry: string;
+  /** What the target says, and what the run measured against it. */
+  describe(get: Lookup): string;
+  check(get: Lookup): boolean | undefined;
+}
+
+const times = (a: number | undefined, b: number | undefined) =>
+  a === undefined || b === undefined || b === 0 ? undefined : a / b;
+const fmtRatio = (r: number | undefined) => (r === undefined ? '?' : `${r.toFixed(r >= 10 ? 1 : 2)}×`);
+
+function ratioTarget(entry: string, min: number, baseline: string): Target {
+  return {
+    entry,
+    describe: (get) => `≥ ${min}× ${baseline} (${fmtRatio(times(get(entry), get(baseline)))})`,
+    check: (get) => {
+      const r = times(get(entry), get(baseline));
+      return r === undefined ? undefined : r >= min;
+    },
+  };
+}
+
+function maxTarget(entry: string, max: number, unit: string): Target {
+  return {
+    entry,
+    describe: () => `≤ ${max} ${unit}`,
+    check: (get) => {
+      const v = get(entry);
+      return v === undefined ? undefined : v <= max;
+    },
+  };
+}
+
+export const TARGETS: Target[] = [
+  ratioTarget('opspad_background_b1000', 5, 'bullmq_job_per_item'),
+  ratioTarget('opspad_background_b1000', 0.7, 'sql_ceiling_b1000'),
+  {
+    entry: 'record_ms_n1m',
+    describe: (get) => `≤ 1.3× record_ms_n1k (${fmtRatio(times(get('record_ms_n1m'), get('record_ms_n1k')))})`,
+    check: (get) => {
+      const r = times(get('record_ms_n1m'), get('record_ms_n1k'));
+      return r === undefined ? undefined : r <= 1.3;
+    },
+  },
+  maxTarget('create_1m_s', 3, 's'),
+  maxTarget('worker_peak_rss_mb', 250, 'MB'),
+  maxTarget('context_render_ms', 5, 'ms'),
+  {
+    entry: 'http_loop_p99_ms',
+    describe: (get) => `≤ 25 ms with 0 errors (${get('http_loop_errors') ?? '?'} errors)`,
+    check: (get) => {
+      const p99 = get('http_loop_p99_ms');
+      const errors = get('http_loop_errors');
+      return p99 === undefined || errors === undefined ? undefined : p99 <= 25 && errors === 0;
+    },
+  },
+];
+
+/** Fills ratios against baselines and the targets of each entry. Returns the targets' outcomes. */
+export function applyTargets(entries: Entry[]): { met: number; missed: number; unknown: number } {
+  const byName = new Map(entries.map((e) => [e.name, e]));
+  const get: Lookup = (name) => byName.get(name)?.value;
+  for (const entry of entries) {
+    if (entry.baseline && entry.ratio === undefined) {
+      const r = times(entry.value, get(entry.baseline));
+      if (r !== undefined) {
+        entry.ratio = Math.round(r * 1000) / 1000;
+      }
+    }
+  }
+  const outcome = { met: 0, missed: 0, unknown: 0 };
+  for (const target of TARGETS) {
+    const entry = byName.get(target.entry);
+    if (!entry) {
+      continue;
+    }
+    const pass = target.check(get);
+    entry.target = entry.target ? `${entry.target}; ${target.describe(get)}` : target.describe(get);
+    if (pass === undefined) {
+      outcome.unknown++;
+    } else {
+      entry.pass = (entry.pass ?? true) && pass;
+      outcome[pass ? 'met' : 'missed']++;
+    }
+  }
+  return outcome;
+}
+
+const formatValue = (e: Entry) =>
+  Number.isInteger(e.value)
+    ? e.value.toLocaleString('en-US')
+    : e.value.toLocaleString('en-US', { maximumFractionDigits: 2 });
+
+function rows(entries: readonly Entry[]): string[][] {
+  return entries.map((e) => [
+    e.name,
+    `${formatValue(e)} ${e.unit}`,
+    e.baseline ? `${e.baseline}${e.ratio === undefined ? '' : ` (${fmtRatio(e.ratio)})`}` : '',
+    e.target ?? '',
+    e.pass === undefined ? '' : e.pass ? 'pass' : 'MISS',
+  ]);
+}
+
+const HEADER = ['scenario', 'value', 'vs baseline', 'target', 'result'];
+
+export function formatTable(entries: readonly Entry[]): string {
+  const table = [HEADER, ...rows(entries)];
+  const widths = HEADER.map((_, c) => Math.max(...table.map((r) => (r[c] ?? '').length)));
+  const line = (r: string[]) =>
+    r
+      .map((cell, c) => (c === 1 ? cell.padStart(widths[c] ?? 0) : cell.padEnd(widths[c] ?? 0)))
+      .join('  ')
+      .trimEnd();
+  return [line(table[0] as string[]), widths.map((w) => '─'.repeat(w)).join('  '), ...table.slice(1).map(line)].join(
+    '\n',
+  );
+}
+
+export function formatMarkdown(entries: readonly Entry[]): string {
+  const table = rows(entries).map((r) => r.map((cell) => cell.replace(/\|/g, '\\|')));
+  return [
+    `| ${HEADER.join(' | ')} |`,
+    '| --- | ---: | --- | --- | --- |',
+    ...table.map((r) => `| ${r[0] ? `\`${r[0]}\`` : ''} | ${r.slice(1).join(' | ')} |`),
+  ].join('\n');
+}
+
+export function writeResults(dir: string, entries: readonly Entry[], meta: Record<string, unknown>): void {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(entries, null, 2)}\n`);
+  writeFileSync(join(dir, 'latest-run.json'), `${JSON.stringify(meta, null, 2)}\n`);
+  writeFileSync(join(dir, 'latest.md'), `${formatMarkdown(entries)}\n`);
+}

@@ -1,0 +1,243 @@
+/**
+ * `npm run bench [-- --quick] [-- --only a,b] [-- --profile]`
+ *
+ * Measures opspad side by side with what it is built on and against: raw BullMQ, the least SQL
+ * that can lease and record item rows, and the seed's literal JSONB design. Every figure comes
+ * from this one run on this machine; comparisons are ratios. It prints a table, checks the
+ * targets (README, "Performance"), writes bench/results/latest.json and, for a full run, the
+ * two charts. A fresh database (opspad_bench_<random>) and BullMQ prefix are created for the
+ * run and removed at its end.
+ *
+ * --quick   smaller sizes and a 5 s HTTP loop: about a minute; a smoke test, not a measurement
+ * --only    comma-separated scenario groups: bullmq, ceiling, background, updates, record,
+ *           http, context, worker
+ * --profile start the opspad processes with --cpu-prof (profiles in bench/results/profiles)
+ *
+ * Exits 0 whether targets are met or not (the table says); non-zero only when a scenario fails.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { createApiKey, createPostgresDatabase, runMigrations } from '../src/store/index.ts';
+import { recordCostChart, type ThroughputPoint, throughputChart, writeSvg } from './lib/charts.ts';
+import { type BenchContext, type Entry, FULL_PLAN, QUICK_PLAN } from './lib/common.ts';
+import { acquireRunResources } from './lib/env.ts';
+import { applyTargets, formatTable, writeResults } from './lib/report.ts';
+import { benchBackground } from './scenarios/background.ts';
+import { benchBullmq } from './scenarios/bullmq.ts';
+import { benchContext } from './scenarios/context.ts';
+import { benchHttp } from './scenarios/http.ts';
+import { benchRecordSmall, benchUpdates } from './scenarios/record.ts';
+import { benchSqlCeiling } from './scenarios/sql-ceiling.ts';
+import { benchWorkerRss } from './scenarios/worker-rss.ts';
+
+const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url));
+const GROUPS = ['bullmq', 'ceiling', 'background', 'updates', 'record', 'http', 'context', 'worker'] as const;
+
+/** The order entries appear in the table, whatever order they were measured in. */
+const ORDER = [
+  'bullmq_job_per_item',
+  'bullmq_job_per_batch_b100',
+  'bullmq_job_per_batch_b1000',
+  'sql_ceiling_b10',
+  'sql_ceiling_b100',
+  'sql_ceiling_b1000',
+  'opspad_background_b10',
+  'opspad_background_b100',
+  'opspad_background_b1000',
+  'worker_process_items_per_s',
+  'record_ms_n1k',
+  'record_ms_n1m',
+  'seed_jsonb_update_ms_n10k',
+  'opspad_update_ms_n10k',
+  'create_1m_s',
+  'create_1m_peak_rss_mb',
+  'worker_peak_rss_mb',
+  'context_render_ms',
+  'context_render_chars',
+  'http_single_p50_ms',
+  'http_single_p99_ms',
+  'http_loop_p50_ms',
+  'http_loop_p99_ms',
+  'http_loop_errors',
+  'http_loop_rps',
+];
+
+async function describeMachine(ctx: BenchContext) {
+  const [pgVersion] = await ctx.db.query<{ version: string }>('SELECT version()');
+  const settings = await ctx.db.query<{ name: string; setting: string }>(
+    `SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers')`,
+  );
+  const redis = new Redis(ctx.redisUrl, { maxRetriesPerRequest: 1 });
+  const info = await redis.info('server');
+  redis.disconnect();
+  const cpu = cpus();
+  return {
+    cpus: `${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown'}`,
+    memory_gb: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    postgres: pgVersion?.version.split(' on ')[0],
+    postgres_settings: Object.fromEntries(settings.map((s) => [s.name, s.setting])),
+    redis: /redis_version:(\S+)/.exec(info)?.[1],
+  };
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      only: { type: 'string' },
+      profile: { type: 'boolean', default: false },
+    },
+  });
+  const plan = values.quick ? QUICK_PLAN : FULL_PLAN;
+  const only = new Set(values.only ? values.only.split(',').map((s) => s.trim()) : GROUPS);
+  for (const group of only) {
+    if (!(GROUPS as readonly string[]).includes(group)) {
+      throw new Error(`--only: unknown scenario group "${group}" (groups: ${GROUPS.join(', ')})`);
+    }
+  }
+  const began = Date.now();
+  const loadBefore = loadavg()[0] ?? 0;
+  const log = (message: string) =>
+    process.stderr.write(`[${((Date.now() - began) / 1000).toFixed(1).padStart(5)} s] ${message}\n`);
+
+  const resources = await acquireRunResources();
+  log(`${values.quick ? 'quick' : 'full'} run: database ${resources.databaseName}, BullMQ prefix ${resources.prefix}`);
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const db = createPostgresDatabase({
+    connectionString: resources.databaseUrl,
+    poolSize: 8,
+    applicationName: 'opspad-bench',
+  });
+  const profileDir = join(RESULTS_DIR, 'profiles');
+  if (values.profile) {
+    mkdirSync(profileDir, { recursive: true });
+  }
+  const ctx: BenchContext = {
+    plan,
+    databaseUrl: resources.databaseUrl,
+    db,
+    redisUrl: resources.redisUrl,
+    prefix: resources.prefix,
+    childNodeFlags: values.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+    log,
+    defer: (cleanup) => cleanups.push(cleanup),
+  };
+  const onSignal = () => {
+    log('interrupted: cleaning up');
+    void cleanup().finally(() => process.exit(130));
+  };
+  let cleaned: Promise<void> | undefined;
+  const cleanup = () => {
+    cleaned ??= (async () => {
+      for (const step of cleanups.reverse()) {
+        await Promise.resolve()
+          .then(step)
+          .catch((error: unknown) => log(`cleanup: ${(error as Error).message}`));
+      }
+      await db.close().catch(() => {});
+      await resources.release().catch((error: unknown) => log(`cleanup: ${(error as Error).message}`));
+    })();
+    return cleaned;
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+
+  const entries: Entry[] = [];
+  const throughput: ThroughputPoint[] = [];
+  let updates: { size: number; design: string; ms: number }[] = [];
+  let machine: Record<string, unknown> = {};
+  try {
+    await runMigrations(db);
+    machine = await describeMachine(ctx);
+    log(`machine: ${JSON.stringify(machine)}`);
+    const { organization_id: organizationId } = await createApiKey(db, `bench-${randomUUID()}`);
+
+    const addPoints = (system: string, chart: Record<number, number>) => {
+      for (const [batch, itemsPerSecond] of Object.entries(chart)) {
+        throughput.push({ batch: Number(batch), system, itemsPerSecond });
+      }
+    };
+    if (only.has('bullmq')) {
+      const result = await benchBullmq(ctx);
+      entries.push(...result.entries);
+      // Job per item only: a job carrying a batch does no per-item work at all (see the table).
+      addPoints('raw BullMQ, a no-op job per item', { 1: result.chart[1] as number });
+    }
+    if (only.has('ceiling')) {
+      const result = await benchSqlCeiling(ctx, organizationId);
+      entries.push(...result.entries);
+      addPoints('SQL ceiling (4 clients)', result.chart);
+    }
+    if (only.has('background')) {
+      const result = await benchBackground(ctx, organizationId);
+      entries.push(...result.entries);
+      addPoints('opspad end to end (1 process)', result.chart);
+    }
+    if (only.has('updates')) {
+      const result = await benchUpdates(ctx, organizationId);
+      entries.push(...result.entries);
+      updates = result.chart;
+    }
+    if (only.has('record')) {
+      entries.push(await benchRecordSmall(ctx, organizationId));
+    }
+    if (only.has('http')) {
+      entries.push(...(await benchHttp(ctx)).entries);
+    }
+    if (only.has('context')) {
+      entries.push(...(await benchContext(ctx, organizationId)));
+    }
+    if (only.has('worker')) {
+      entries.push(...(await benchWorkerRss(ctx, organizationId)));
+    }
+  } finally {
+    await cleanup();
+  }
+
+  entries.sort((a, b) => ORDER.indexOf(a.name) - ORDER.indexOf(b.name));
+  const outcome = applyTargets(entries);
+  const seconds = Math.round((Date.now() - began) / 1000);
+  const meta = {
+    mode: values.quick ? 'quick' : 'full',
+    finished_at: new Date().toISOString(),
+    seconds,
+    machine,
+    // Other work on the machine skews every figure: the 1-minute load average around the run.
+    load_average: { before: loadBefore, after: loadavg()[0] ?? 0 },
+    targets: outcome,
+  };
+  const outDir = values.quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR;
+  writeResults(RESULTS_DIR, entries, meta);
+  const subtitle = `${machine.cpus}, ${machine.postgres}, Redis ${machine.redis}; ${values.quick ? 'quick run' : 'medians of 3'}`;
+  if (throughput.length > 0) {
+    mkdirSync(outDir, { recursive: true });
+    writeSvg(join(outDir, 'throughput.svg'), await throughputChart(throughput, subtitle));
+  }
+  if (updates.length > 0) {
+    mkdirSync(outDir, { recursive: true });
+    writeSvg(join(outDir, 'record-cost.svg'), await recordCostChart(updates, subtitle));
+  }
+
+  process.stdout.write(
+    `\nopspad benchmark (${values.quick ? 'quick: reduced sizes, a smoke test' : 'full'}), ${seconds} s — ${machine.cpus}, ${machine.memory_gb} GB, Node ${machine.node}, ${machine.postgres}, Redis ${machine.redis}; load average ${loadBefore.toFixed(1)} before, ${(loadavg()[0] ?? 0).toFixed(1)} after\n\n`,
+  );
+  process.stdout.write(`${formatTable(entries)}\n\n`);
+  process.stdout.write(
+    `targets: ${outcome.met} met, ${outcome.missed} missed${outcome.unknown ? `, ${outcome.unknown} not measured` : ''}. Results: bench/results/latest.json${throughput.length + updates.length > 0 ? `, charts in ${values.quick ? 'bench/results/quick/' : 'bench/results/'}` : ''}\n`,
+  );
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

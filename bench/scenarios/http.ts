@@ -1,0 +1,233 @@
+/**
+ * opspad over HTTP, in its own process (`opspad start`): creating a 1,000,000-item operation
+ * through the tool endpoint (time and the server's peak RSS), recording batches of it, and 50
+ * conversations driving the seed's loop at once.
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { Pool } from 'undici';
+import { createApiKey } from '../../src/store/index.ts';
+import { startOpspadChild } from '../lib/child.ts';
+import { type BenchContext, type Entry, itemIds, median, percentile, round, rssMb, sampleRss } from '../lib/common.ts';
+import { measureRecord } from './record.ts';
+
+const TOOL = 'manage_assistant_operation';
+
+export interface HttpResults {
+  entries: Entry[];
+}
+
+async function send(
+  pool: Pool,
+  method: 'GET' | 'POST',
+  path: string,
+  apiKey: string,
+  body?: string,
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const response = await pool.request({
+    method,
+    path,
+    headers: { authorization: `Bearer ${apiKey}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body,
+  });
+  const text = await response.body.text();
+  return { status: response.statusCode, json: text ? JSON.parse(text) : {} };
+}
+
+/**
+ * One conversation of the seed's loop, over and over until `deadline`: create an operation of
+ * 30 contacts (batch 5), then progress and update (4 completed, 1 failed) until no batch is
+ * left, then complete. Like an assistant's runtime, every tool call is preceded by a read of the
+ * context fragment (the system prompt's tail for that turn).
+ */
+async function conversationLoop(
+  pool: Pool,
+  apiKey: string,
+  deadline: number,
+  latencies: number[],
+  errors: { count: number; last?: string },
+): Promise<void> {
+  const conversation = randomUUID();
+  const toolPath = `/v1/conversations/${conversation}/tools/${TOOL}`;
+  const contextPath = `/v1/conversations/${conversation}/context`;
+  const call = async (method: 'GET' | 'POST', path: string, input?: unknown) => {
+    const start = performance.now();
+    try {
+      const result = await send(pool, method, path, apiKey, input === undefined ? undefined : JSON.stringify(input));
+      latencies.push(performance.now() - start);
+      if (result.status >= 400) {
+        errors.count++;
+        errors.last = `${result.status} ${JSON.stringify(result.json).slice(0, 200)}`;
+        return undefined;
+      }
+      return result.json;
+    } catch (error) {
+      errors.count++;
+      errors.last = (error as Error).message;
+      return undefined;
+    }
+  };
+  const turn = async (input: Record<string, unknown>) => {
+    await call('GET', contextPath);
+    return call('POST', toolPath, input);
+  };
+  let round = 0;
+  while (performance.now() < deadline) {
+    round++;
+    const created = await turn({
+      action: 'create',
+      operation_type: 'send_sms',
+      total_items: 30,
+      item_ids: Array.from({ length: 30 }, (_, i) => `contact-${round}-${i}`),
+      batch_size: 5,
+      query_params: { tag: 'Lead', status: 'active' },
+      notes: 'Follow-up campaign for Q2 leads',
+    });
+    const operationId = created?.operation_id as string | undefined;
+    if (!operationId) {
+      continue;
+    }
+    while (performance.now() < deadline) {
+      const progress = await turn({ action: 'progress', operation_id: operationId });
+      const batch = (progress?.batch as string[] | undefined) ?? [];
+      if (batch.length === 0) {
+        await turn({ action: 'complete', operation_id: operationId });
+        break;
+      }
+      await turn({
+        action: 'update',
+        operation_id: operationId,
+        completed_ids: batch.slice(0, -1),
+        failed: batch.slice(-1).map((id) => ({ id, reason: 'invalid phone number' })),
+      });
+    }
+  }
+}
+
+export async function benchHttp(ctx: BenchContext): Promise<HttpResults> {
+  const server = await startOpspadChild(ctx, 'start', { OPSPAD_LOG_LEVEL: 'info' });
+  const url = server.url as string;
+  const entries: Entry[] = [];
+  const pool = new Pool(url, { connections: ctx.plan.httpConversations + 2, keepAliveTimeout: 60_000 });
+  try {
+    // ── create_1m: the tool endpoint, one request holding every id ──
+    const key = await createApiKey(ctx.db, `bench-http-${randomUUID()}`);
+    const conversation = randomUUID();
+    const ids = itemIds(ctx.plan.createItems, 'item');
+    const body = JSON.stringify({
+      action: 'create',
+      operation_type: 'bulk_tag',
+      total_items: ids.length,
+      item_ids: ids,
+      batch_size: 100,
+    });
+    const idleRss = rssMb(server.pid);
+    const rss = sampleRss(server.pid, 20);
+    const start = performance.now();
+    const created = await send(pool, 'POST', `/v1/conversations/${conversation}/tools/${TOOL}`, key.api_key, body);
+    const createMs = performance.now() - start;
+    rss.stop();
+    if (created.status !== 200) {
+      throw new Error(`create of ${ids.length} items answered ${created.status}: ${JSON.stringify(created.json)}`);
+    }
+    const peak = Math.max(rss.peak, rssMb(server.pid, 'VmHWM'));
+    ctx.log(
+      `create ${ids.length} items over HTTP: ${round(createMs / 1000, 2)} s, server RSS ${round(idleRss, 0)} → peak ${round(peak, 0)} MB (${(body.length / 1e6).toFixed(1)} MB body)`,
+    );
+    entries.push(
+      {
+        name: 'create_1m_s',
+        value: round(createMs / 1000, 2),
+        unit: 's',
+        n: ids.length,
+        note: `one tool call, ${(body.length / 1e6).toFixed(1)} MB body`,
+      },
+      {
+        name: 'create_1m_peak_rss_mb',
+        value: round(peak, 0),
+        unit: 'MB',
+        n: ids.length,
+        note: `opspad start process, ${round(idleRss, 0)} MB before the request`,
+      },
+    );
+
+    // ── record_ms_n1m: 100-item batches of that operation ──
+    const scope = { organizationId: key.organization_id, conversationId: conversation };
+    const times = await measureRecord(ctx, scope, created.json.operation_id as string, ctx.plan.recordSamples);
+    const recordMs = median(times);
+    ctx.log(`record a 100-item batch at N=${ids.length}: ${round(recordMs, 2)} ms`);
+    entries.push({
+      name: 'record_ms_n1m',
+      value: round(recordMs, 2),
+      unit: 'ms',
+      baseline: 'record_ms_n1k',
+      n: times.length,
+      note: 'median',
+    });
+
+    // ── http_loop: 50 conversations, the seed's loop, for a fixed time ──
+    const keys = await Promise.all(
+      Array.from({ length: ctx.plan.httpConversations }, (_, i) =>
+        createApiKey(ctx.db, `bench-loop-${i}-${randomUUID()}`),
+      ),
+    );
+    // Warm-up: a second of the same load, not counted (connections, JIT, plan caches).
+    const warmupErrors = { count: 0 };
+    const warmupDeadline = performance.now() + 1_000;
+    await Promise.all(keys.map((k) => conversationLoop(pool, k.api_key, warmupDeadline, [], warmupErrors)));
+    // One conversation alone: the service time of a request when nothing queues.
+    const single: number[] = [];
+    const singleErrors = { count: 0 };
+    const singleSeconds = Math.min(5, ctx.plan.httpSeconds);
+    await conversationLoop(
+      pool,
+      (keys[0] as { api_key: string }).api_key,
+      performance.now() + singleSeconds * 1000,
+      single,
+      singleErrors,
+    );
+    ctx.log(
+      `HTTP loop, 1 conversation, ${singleSeconds} s: ${single.length} requests, p50 ${round(percentile(single, 50), 2)} ms, p99 ${round(percentile(single, 99), 2)} ms`,
+    );
+    entries.push(
+      {
+        name: 'http_single_p50_ms',
+        value: round(percentile(single, 50), 2),
+        unit: 'ms',
+        n: single.length,
+        note: `1 conversation alone, ${singleSeconds} s, ${round(single.length / singleSeconds, 0)} req/s`,
+      },
+      {
+        name: 'http_single_p99_ms',
+        value: round(percentile(single, 99), 2),
+        unit: 'ms',
+        n: single.length,
+        note: `1 conversation alone, ${singleErrors.count} errors`,
+      },
+    );
+
+    const latencies: number[] = [];
+    const errors: { count: number; last?: string } = { count: 0 };
+    const loopStart = performance.now();
+    const deadline = loopStart + ctx.plan.httpSeconds * 1000;
+    await Promise.all(keys.map((k) => conversationLoop(pool, k.api_key, deadline, latencies, errors)));
+    const seconds = (performance.now() - loopStart) / 1000;
+    const rps = latencies.length / seconds;
+    const p50 = percentile(latencies, 50);
+    const p99 = percentile(latencies, 99);
+    ctx.log(
+      `HTTP loop, ${keys.length} conversations, ${round(seconds, 1)} s: ${latencies.length} requests (${round(rps, 0)}/s), p50 ${round(p50, 2)} ms, p99 ${round(p99, 2)} ms, ${errors.count} errors${errors.last ? ` (last: ${errors.last})` : ''}`,
+    );
+    const note = `${keys.length} conversations, ${round(seconds, 0)} s, ${round(rps, 0)} req/s`;
+    entries.push(
+      { name: 'http_loop_p50_ms', value: round(p50, 2), unit: 'ms', n: latencies.length, note },
+      { name: 'http_loop_p99_ms', value: round(p99, 2), unit: 'ms', n: latencies.length, note },
+      { name: 'http_loop_errors', value: errors.count, unit: 'count', n: latencies.length },
+      { name: 'http_loop_rps', value: round(rps, 0), unit: 'req/s', n: latencies.length, note },
+    );
+  } finally {
+    await pool.close();
+    await server.stop();
+  }
+  return { entries };
+}

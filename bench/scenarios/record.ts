@@ -1,0 +1,181 @@
+/**
+ * What recording a batch costs as an operation grows: opspad's `update` (items in their own
+ * rows) against the seed's literal design (every id and result inside the operation's
+ * `state_json`, read, changed and written back whole on every update), which the bench alone
+ * implements, on a copy of the seed's table.
+ */
+import { randomUUID } from 'node:crypto';
+import { type ConversationScope, createOperation, leaseBatch, recordResults } from '../../src/store/index.ts';
+import { type BenchContext, type Entry, itemIds, median, round, timed } from '../lib/common.ts';
+
+const UPDATE_BATCH = 5;
+
+/** Median ms of `recordResults` over `samples` batches of the operation (each leased first). */
+export async function measureRecord(
+  ctx: BenchContext,
+  scope: ConversationScope,
+  operationId: string,
+  samples: number,
+  failEvery = 0,
+): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    const lease = await leaseBatch(ctx.db, scope, { operationId, owner: 'bench', leaseSeconds: 300 });
+    if (lease.batch.length === 0) {
+      break;
+    }
+    const failed = failEvery > 0 ? lease.batch.filter((_, j) => j % failEvery === failEvery - 1) : [];
+    const completed = lease.batch.filter((id) => !failed.includes(id));
+    const { ms } = await timed(() =>
+      recordResults(ctx.db, scope, {
+        operationId,
+        completedIds: completed,
+        failed: failed.map((id) => ({ id, reason: 'invalid phone number' })),
+        owner: 'bench',
+      }),
+    );
+    times.push(ms);
+  }
+  return times;
+}
+
+async function assistantOperation(ctx: BenchContext, organizationId: string, items: number, batchSize: number) {
+  const scope = { organizationId, conversationId: randomUUID() };
+  const { operation } = await createOperation(ctx.db, scope, {
+    operationType: 'send_sms',
+    itemIds: itemIds(items),
+    batchSize,
+    queryParams: { tag: 'Lead' },
+    notes: null,
+    execution: 'assistant',
+    actor: 'bench',
+  });
+  return { scope, operationId: operation.id };
+}
+
+/** `record_ms_n1k`: 100-item batches of 1,000-item operations (10 batches each). */
+export async function benchRecordSmall(ctx: BenchContext, organizationId: string): Promise<Entry> {
+  const times: number[] = [];
+  while (times.length < ctx.plan.recordSamples) {
+    const { scope, operationId } = await assistantOperation(ctx, organizationId, 1_000, 100);
+    times.push(...(await measureRecord(ctx, scope, operationId, 10)));
+  }
+  const value = median(times);
+  ctx.log(`record a 100-item batch at N=1,000: ${round(value, 2)} ms`);
+  return { name: 'record_ms_n1k', value: round(value, 2), unit: 'ms', n: times.length, note: 'median' };
+}
+
+interface SeedState {
+  item_ids: string[];
+  cursor: number;
+  completed_ids: string[];
+  failed: { id: string; reason: string }[];
+  batch_size: number;
+  query_params: Record<string, unknown>;
+}
+
+/** The seed's update: read the whole state, merge the results, write the whole state back. */
+async function seedUpdate(ctx: BenchContext, id: string): Promise<number> {
+  const { ms } = await timed(() =>
+    ctx.db.transaction(async (tx) => {
+      const rows = await tx.query<{ state_json: SeedState; completed_count: number; failed_count: number }>(
+        'SELECT state_json, completed_count, failed_count FROM bench_seed_operation WHERE id = $1 FOR UPDATE',
+        [id],
+      );
+      const row = rows[0];
+      if (!row) {
+        throw new Error('seed operation not found');
+      }
+      const state = row.state_json;
+      const batch = state.item_ids.slice(state.cursor, state.cursor + UPDATE_BATCH);
+      const failed = batch.slice(-1).map((itemId) => ({ id: itemId, reason: 'invalid phone number' }));
+      state.completed_ids.push(...batch.slice(0, -1));
+      state.failed.push(...failed);
+      state.cursor += batch.length;
+      await tx.query(
+        `UPDATE bench_seed_operation SET state_json = $2::jsonb, completed_count = $3, failed_count = $4,
+           updated_at = now() WHERE id = $1`,
+        [
+          id,
+          JSON.stringify(state),
+          row.completed_count + batch.length - failed.length,
+          row.failed_count + failed.length,
+        ],
+      );
+    }),
+  );
+  return ms;
+}
+
+async function seedOperation(ctx: BenchContext, organizationId: string, items: number): Promise<string> {
+  await ctx.db.query(
+    `CREATE TABLE IF NOT EXISTS bench_seed_operation
+       (LIKE assistant_operation INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)`,
+  );
+  const state: SeedState = {
+    item_ids: itemIds(items),
+    cursor: 0,
+    completed_ids: [],
+    failed: [],
+    batch_size: UPDATE_BATCH,
+    query_params: { tag: 'Lead' },
+  };
+  const rows = await ctx.db.query<{ id: string }>(
+    `INSERT INTO bench_seed_operation
+       (conversation_id, organization_id, operation_type, status, total_items, state_json)
+     VALUES ($1, $2, 'send_sms', 'active', $3, $4::jsonb) RETURNING id`,
+    [randomUUID(), organizationId, items, JSON.stringify(state)],
+  );
+  return (rows[0] as { id: string }).id;
+}
+
+/**
+ * 5-item updates at each operation size, both designs. The first updates of a fresh operation
+ * are measured: the cheapest ones for the seed's design, whose state only grows from there.
+ */
+export async function benchUpdates(
+  ctx: BenchContext,
+  organizationId: string,
+): Promise<{ entries: Entry[]; chart: { size: number; design: string; ms: number }[] }> {
+  const chart: { size: number; design: string; ms: number }[] = [];
+  const entries: Entry[] = [];
+  for (const size of ctx.plan.updateSizes) {
+    const { scope, operationId } = await assistantOperation(ctx, organizationId, size, UPDATE_BATCH);
+    const opspadMs = median(await measureRecord(ctx, scope, operationId, ctx.plan.updateSamples, UPDATE_BATCH));
+    // The seed's design rewrites megabytes per update at the larger sizes: fewer samples there.
+    const seedSamples = size >= 1_000_000 ? 3 : size >= 100_000 ? 10 : ctx.plan.updateSamples;
+    const seedId = await seedOperation(ctx, organizationId, size);
+    const seedTimes: number[] = [];
+    for (let i = 0; i < seedSamples; i++) {
+      seedTimes.push(await seedUpdate(ctx, seedId));
+    }
+    const seedMs = median(seedTimes);
+    await ctx.db.query('DELETE FROM bench_seed_operation WHERE id = $1', [seedId]);
+    chart.push(
+      { size, design: 'opspad (item rows)', ms: opspadMs },
+      { size, design: 'seed (state_json JSONB)', ms: seedMs },
+    );
+    ctx.log(`5-item update at N=${size}: opspad ${round(opspadMs, 2)} ms, seed JSONB ${round(seedMs, 2)} ms`);
+    if (size === 10_000) {
+      entries.push(
+        {
+          name: 'seed_jsonb_update_ms_n10k',
+          value: round(seedMs, 2),
+          unit: 'ms',
+          n: seedTimes.length,
+          note: 'median, the first updates of the operation',
+        },
+        {
+          name: 'opspad_update_ms_n10k',
+          value: round(opspadMs, 2),
+          unit: 'ms',
+          baseline: 'seed_jsonb_update_ms_n10k',
+          ratio: round(opspadMs / seedMs, 3),
+          n: ctx.plan.updateSamples,
+          note: 'median',
+        },
+      );
+    }
+  }
+  return { entries, chart };
+}

@@ -1,0 +1,97 @@
+/**
+ * The SQL ceiling: the least SQL that can lease and record a batch of item rows, with nothing
+ * around it — no queue, no handler, no audit trail, no lease bookkeeping beyond the rows. Four
+ * clients loop: lease the next batch (one statement: the candidates from the cursor with
+ * `FOR UPDATE SKIP LOCKED`), then record it (one UPDATE of the rows plus the operation's
+ * counters, in one transaction). It uses opspad's own tables and lease statement, so the gap
+ * to `opspad_background_*` is what opspad adds around them: checks, audit trail, counts, queue.
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { createOperation } from '../../src/store/index.ts';
+import { LEASE_NEXT_SQL } from '../../src/store/item-sql.ts';
+import { type BenchContext, type Entry, itemIds, median, round, timed } from '../lib/common.ts';
+
+const CLIENTS = 4;
+
+/** Records a leased batch by its ordinals (the primary key): the cheapest way there is. */
+const MARK_COMPLETED_SQL = `UPDATE assistant_operation_item
+  SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+  WHERE operation_id = $1 AND ordinal = ANY($2::int[]) AND status = 'leased'`;
+
+async function runOnce(ctx: BenchContext, organizationId: string, items: number, batch: number): Promise<number> {
+  const scope = { organizationId, conversationId: randomUUID() };
+  const { operation } = await createOperation(ctx.db, scope, {
+    operationType: 'bench_ceiling',
+    itemIds: itemIds(items),
+    batchSize: batch,
+    queryParams: null,
+    notes: null,
+    execution: 'assistant',
+    actor: 'bench',
+  });
+  const pool = new pg.Pool({ connectionString: ctx.databaseUrl, max: CLIENTS });
+  await Promise.all(Array.from({ length: CLIENTS }, () => pool.query('SELECT 1')));
+  let cursor = 0;
+  let recorded = 0;
+  const client = async (n: number) => {
+    const conn = await pool.connect();
+    try {
+      for (;;) {
+        const leased = await conn.query<{ ordinal: number }>(LEASE_NEXT_SQL, [
+          operation.id,
+          `client-${n}`,
+          300,
+          cursor,
+          batch,
+        ]);
+        if (leased.rows.length === 0) {
+          return;
+        }
+        const ordinals = leased.rows.map((r) => r.ordinal);
+        cursor = Math.max(cursor, Math.max(...ordinals) + 1);
+        await conn.query('BEGIN');
+        await conn.query(MARK_COMPLETED_SQL, [operation.id, ordinals]);
+        await conn.query(
+          'UPDATE assistant_operation SET completed_count = completed_count + $2, updated_at = now() WHERE id = $1',
+          [operation.id, ordinals.length],
+        );
+        await conn.query('COMMIT');
+        recorded += ordinals.length;
+      }
+    } finally {
+      conn.release();
+    }
+  };
+  const { ms } = await timed(() => Promise.all(Array.from({ length: CLIENTS }, (_, n) => client(n))));
+  await pool.end();
+  if (recorded !== items) {
+    throw new Error(`the SQL ceiling recorded ${recorded} of ${items} items`);
+  }
+  return (items / ms) * 1000;
+}
+
+export async function benchSqlCeiling(
+  ctx: BenchContext,
+  organizationId: string,
+): Promise<{ entries: Entry[]; chart: Record<number, number> }> {
+  const entries: Entry[] = [];
+  const chart: Record<number, number> = {};
+  for (const [batchText, items] of Object.entries(ctx.plan.ceilingItems)) {
+    const batch = Number(batchText);
+    const runs: number[] = [];
+    for (let i = 0; i < ctx.plan.repeats; i++) {
+      runs.push(await runOnce(ctx, organizationId, items, batch));
+    }
+    chart[batch] = median(runs);
+    entries.push({
+      name: `sql_ceiling_b${batch}`,
+      value: Math.round(median(runs)),
+      unit: 'items/s',
+      n: items,
+      note: `${CLIENTS} clients, lease + record SQL only`,
+    });
+    ctx.log(`SQL ceiling, batch ${batch}: ${round(median(runs), 0)} items/s`);
+  }
+  return { entries, chart };
+}

@@ -1,0 +1,638 @@
+/**
+ * Tenant walls on every route, table-driven, on real Postgres and on PGlite. The table is checked
+ * against the routes createApp registers (walking its express router), the tools the registry
+ * has and the operation tool's actions: a route, tool or action the table does not cover fails
+ * the test.
+ *
+ * For each entry, organization B's key aims at organization A's conversation, operation and
+ * execution ids (as A spells them, and upper-cased): the answer is 404 not_found — never 403,
+ * never A's data — and, for operation and execution ids, exactly the answer an id that does not
+ * exist gets. A's rows (and B's) are unchanged afterwards (digests). Then A's own key gets past
+ * every one of those requests, so the 404s come from the wall and not from a malformed request.
+ *
+ * Also: API keys are stored as their SHA-256 only (no table holds the key), a revoked key is
+ * refused, and the operator pages (Bull Board, /metrics, the operations view) need the operator
+ * credentials: 401 without, and 401 with an API key as Bearer.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../src/api/create-app.ts';
+import { OPERATION_ACTIONS } from '../../src/domain/operation-input.ts';
+import { createMetrics } from '../../src/metrics.ts';
+import { revokeApiKey } from '../../src/store/index.ts';
+import { createToolRegistry } from '../../src/tools/registry.ts';
+import { organizationDigest, rowsPerTable } from '../helpers/digest.ts';
+import { ENGINES, type Engine, type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { type RawClient, type RawRequest, type RawResponse, rawClient } from '../helpers/raw-http.ts';
+
+// ─── What the app registers ──────────────────────────────────────────────────────────────────
+
+interface Layer {
+  rawPath?: unknown;
+  name?: string;
+  route?: { path: string; methods: Record<string, boolean> };
+  handle?: { stack?: Layer[] };
+}
+
+interface Registered {
+  /** "GET /v1/operations/:operationId", one per method and path. */
+  routes: string[];
+  /** Paths where something other than a router is mounted (middleware, a sub-app). */
+  mounts: string[];
+}
+
+function joinPath(prefix: string, path: string): string {
+  const joined = `${prefix}${path === '/' ? '' : path}`;
+  return joined === '' ? '/' : joined;
+}
+
+/** Walks the express router of an app built by createApp (the one the service serves). */
+function registeredRoutes(): Registered {
+  const db = {} as never;
+  const tools = createToolRegistry({ db, maxItems: 10, hasHandler: () => false, reciteBudget: 4000 });
+  const app = createApp({
+    db,
+    tools,
+    logger: {} as never,
+    metrics: createMetrics(),
+    queues: [],
+    admin: { user: 'admin', password: 'password' },
+    maxBodyBytes: 1024,
+    rateLimit: (_req, _res, next) => next(),
+    readiness: { checks: {}, accepting: () => true },
+    scratchpad: { db, reorganizer: {} as never, reciteBudget: 4000, logger: {} as never },
+  });
+  const found: Registered = { routes: [], mounts: [] };
+  const walk = (stack: readonly Layer[], prefix: string) => {
+    for (const layer of stack) {
+      const path = typeof layer.rawPath === 'string' ? layer.rawPath : String(layer.rawPath);
+      if (layer.route) {
+        for (const method of Object.keys(layer.route.methods)) {
+          found.routes.push(`${method.toUpperCase()} ${joinPath(prefix, layer.route.path)}`);
+        }
+      } else if (layer.handle?.stack) {
+        walk(layer.handle.stack, joinPath(prefix, path) === '/' ? '' : joinPath(prefix, path));
+      } else if (path !== '/') {
+        found.mounts.push(joinPath(prefix, path));
+      }
+    }
+  };
+  walk((app as unknown as { router: { stack: Layer[] } }).router.stack, '');
+  return { routes: [...new Set(found.routes)].sort(), mounts: [...new Set(found.mounts)].sort() };
+}
+
+const TOOL_NAMES = createToolRegistry({
+  db: {} as never,
+  maxItems: 10,
+  hasHandler: () => false,
+  reciteBudget: 4000,
+}).names;
+
+// ─── The table ───────────────────────────────────────────────────────────────────────────────
+
+/** A's ids and B's, as the attacks need them. */
+interface World {
+  a: { conversation: string; paused: string; active: string; execution: string };
+  b: { conversation: string };
+}
+
+interface Attack {
+  label: string;
+  method: string;
+  path: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /**
+   * A's operation or execution ids in the request: replaced by ids that exist nowhere, the
+   * request must get the very same answer (status, code, message, details).
+   */
+  foreignIds?: string[];
+  /** A's own key sends the same request and is not told not_found (it finds A's data). */
+  ownerGetsPast?: boolean;
+  /**
+   * B's answer when not 404: a citation of A's record in B's own pad is refused as a citation of
+   * a record that does not exist (400), like any unknown record.
+   */
+  refusedWith?: { status: number; code: string };
+}
+
+const tool = (conversation: string, name: string) => `/v1/conversations/${conversation}/tools/${name}`;
+
+/** Every operation-tool action, aimed at `operationId` where the action takes one. */
+function operationActions(operationId: string): Record<(typeof OPERATION_ACTIONS)[number], unknown[]> {
+  return {
+    create: [{ action: 'create', operation_type: 'steal', total_items: 2, item_ids: ['x', 'y'] }],
+    progress: [{ action: 'progress' }, { action: 'progress', operation_id: operationId, lease_owner: 'intruder' }],
+    update: [
+      { action: 'update', operation_id: operationId, completed_ids: ['victim-lead-4'] },
+      { action: 'update', operation_id: operationId, failed: [{ id: 'victim-item-3', reason: 'x' }] },
+    ],
+    complete: [{ action: 'complete', operation_id: operationId, force: true }],
+    resume: [{ action: 'resume', operation_id: operationId }],
+    pause: [{ action: 'pause' }, { action: 'pause', operation_id: operationId }],
+    cancel: [{ action: 'cancel', operation_id: operationId }],
+    get: [{ action: 'get' }, { action: 'get', operation_id: operationId, failures_limit: 500 }],
+    retry_failed: [{ action: 'retry_failed', operation_id: operationId }],
+  };
+}
+
+/** Attacks per tool. */
+const TOOL_ATTACKS: Record<string, (w: World) => Attack[]> = {
+  manage_assistant_operation: (w) =>
+    [w.a.paused, w.a.active].flatMap((operationId) =>
+      Object.entries(operationActions(operationId)).flatMap(([action, inputs]) =>
+        inputs.flatMap((input): Attack[] => {
+          const takesId = typeof input === 'object' && input !== null && 'operation_id' in input;
+          return [
+            // In A's conversation: the conversation is not found.
+            {
+              label: `${action} in A's conversation`,
+              method: 'POST',
+              path: tool(w.a.conversation, 'manage_assistant_operation'),
+              body: input,
+              ownerGetsPast: true,
+            },
+            // In B's own conversation, naming A's operation: the operation is not found.
+            ...(takesId
+              ? [
+                  {
+                    label: `${action} of A's operation in B's conversation`,
+                    method: 'POST',
+                    path: tool(w.b.conversation, 'manage_assistant_operation'),
+                    body: input,
+                    foreignIds: [operationId],
+                  },
+                ]
+              : []),
+          ];
+        }),
+      ),
+    ),
+  write_to_scratchpad: (w) => notesAttacks(w, 'write_to_scratchpad', { notes: 'intruder note' }),
+  read_from_scratchpad: (w) => notesAttacks(w, 'read_from_scratchpad', { persistent_notes: 'intruder standing note' }),
+  update_scratchpad: (w) => [
+    {
+      label: "update_scratchpad in A's conversation",
+      method: 'POST',
+      path: tool(w.a.conversation, 'update_scratchpad'),
+      body: { add: { open_items: [{ text: 'intruder item' }] } },
+      ownerGetsPast: true,
+    },
+    {
+      label: "update_scratchpad in B's conversation citing A's operation and item",
+      method: 'POST',
+      path: tool(w.b.conversation, 'update_scratchpad'),
+      body: {
+        add: {
+          facts: [{ text: 'stolen', source_ref: `operation:${w.a.paused}` }],
+          refs: [
+            { id: `operation:${w.a.paused}`, kind: 'operation' },
+            { id: `item:${w.a.paused}:victim-item-2`, kind: 'item' },
+          ],
+        },
+      },
+      foreignIds: [w.a.paused],
+      refusedWith: { status: 400, code: 'validation_failed' },
+    },
+  ],
+};
+
+function notesAttacks(w: World, name: string, input: unknown): Attack[] {
+  return [
+    {
+      label: `${name} in A's conversation`,
+      method: 'POST',
+      path: tool(w.a.conversation, name),
+      body: input,
+      ownerGetsPast: true,
+    },
+    {
+      label: `${name} in A's conversation and execution`,
+      method: 'POST',
+      path: tool(w.a.conversation, name),
+      body: input,
+      headers: { 'x-opspad-execution': w.a.execution },
+      ownerGetsPast: true,
+    },
+    {
+      label: `${name} in B's conversation with A's execution`,
+      method: 'POST',
+      path: tool(w.b.conversation, name),
+      body: input,
+      headers: { 'x-opspad-execution': w.a.execution },
+      foreignIds: [w.a.execution],
+    },
+  ];
+}
+
+/** Attacks per route; the keys must be exactly the /v1 routes createApp registers. */
+const ROUTE_ATTACKS: Record<string, (w: World) => Attack[]> = {
+  'GET /v1/tools': () => [], // holds no tenant data: checked below to carry none of A's
+  'POST /v1/conversations/:conversationId/tools/:toolName': (w) =>
+    TOOL_NAMES.flatMap((name) => (TOOL_ATTACKS[name] ?? (() => []))(w)),
+  'GET /v1/conversations/:conversationId/context': (w) => [conversationAttack('GET', w, '/context')],
+  'GET /v1/conversations/:conversationId/context-renders': (w) => [conversationAttack('GET', w, '/context-renders')],
+  'GET /v1/conversations/:conversationId/scratchpad': (w) => [conversationAttack('GET', w, '/scratchpad')],
+  'PUT /v1/conversations/:conversationId/scratchpad': (w) => [
+    conversationAttack('PUT', w, '/scratchpad', { expected_version: 1, scratchpad: { goals: [{ text: 'mine now' }] } }),
+    {
+      label: "PUT B's scratchpad citing A's operation",
+      method: 'PUT',
+      path: `/v1/conversations/${w.b.conversation}/scratchpad`,
+      body: {
+        expected_version: 0,
+        scratchpad: {
+          facts: [{ text: 'stolen', source_ref: `operation:${w.a.active}` }],
+          refs: [{ id: `operation:${w.a.active}`, kind: 'operation' }],
+        },
+      },
+      foreignIds: [w.a.active],
+      refusedWith: { status: 400, code: 'validation_failed' },
+    },
+  ],
+  'GET /v1/conversations/:conversationId/scratchpad/versions': (w) => [
+    conversationAttack('GET', w, '/scratchpad/versions?limit=500'),
+  ],
+  'GET /v1/conversations/:conversationId/scratchpad/events': (w) => [
+    conversationAttack('GET', w, '/scratchpad/events'),
+  ],
+  'PUT /v1/conversations/:conversationId/scratchpad/settings': (w) => [
+    conversationAttack('PUT', w, '/scratchpad/settings', { reorganize_every: 0 }),
+  ],
+  'POST /v1/conversations/:conversationId/scratchpad/reorganize': (w) => [
+    conversationAttack('POST', w, '/scratchpad/reorganize', { reason: 'intruder' }),
+  ],
+  'POST /v1/conversations/:conversationId/executions': (w) => [conversationAttack('POST', w, '/executions', {})],
+  'POST /v1/executions/:executionId/end': (w) => [
+    {
+      label: "end A's execution",
+      method: 'POST',
+      path: `/v1/executions/${w.a.execution}/end`,
+      foreignIds: [w.a.execution],
+    },
+  ],
+  'GET /v1/executions/:executionId/traces': (w) => [
+    {
+      label: "A's execution traces",
+      method: 'GET',
+      path: `/v1/executions/${w.a.execution}/traces`,
+      foreignIds: [w.a.execution],
+    },
+  ],
+  'GET /v1/operations/:operationId': (w) =>
+    [w.a.paused, w.a.active].map((id) => ({
+      label: "A's operation",
+      method: 'GET',
+      path: `/v1/operations/${id}`,
+      foreignIds: [id],
+    })),
+  'GET /v1/operations/:operationId/events': (w) =>
+    [w.a.paused, w.a.active].map((id) => ({
+      label: "A's operation events",
+      method: 'GET',
+      path: `/v1/operations/${id}/events`,
+      foreignIds: [id],
+    })),
+};
+
+function conversationAttack(method: string, w: World, suffix: string, body?: unknown): Attack {
+  return {
+    label: `${method} ${suffix} of A's conversation`,
+    method,
+    path: `/v1/conversations/${w.a.conversation}${suffix}`,
+    body,
+    ownerGetsPast: true,
+  };
+}
+
+/** Routes outside /v1 anyone may call. */
+const PUBLIC_ROUTES = ['GET /healthz', 'GET /readyz'];
+/** Routes and mounts of the operator pages, behind basic auth. */
+const OPERATOR_ROUTES = [
+  'GET /admin/operations',
+  'GET /admin/operations/:operationId',
+  'POST /admin/operations/:operationId/:action',
+  'GET /metrics',
+];
+const OPERATOR_MOUNTS = ['/admin/operations', '/admin/queues', '/metrics'];
+
+// ─── The test ────────────────────────────────────────────────────────────────────────────────
+
+/** Upper-cases the A ids in an attack (ids are case-insensitive UUIDs). */
+function upperCased(attack: Attack, world: World): Attack {
+  const aIds = [world.a.conversation, world.a.paused, world.a.active, world.a.execution];
+  const swap = (text: string) => aIds.reduce((t, id) => t.split(id).join(id.toUpperCase()), text);
+  return {
+    ...attack,
+    label: `${attack.label} (upper-cased ids)`,
+    path: swap(attack.path),
+    body: attack.body === undefined ? undefined : JSON.parse(swap(JSON.stringify(attack.body))),
+    headers: attack.headers && JSON.parse(swap(JSON.stringify(attack.headers))),
+    foreignIds: attack.foreignIds?.map((id) => id.toUpperCase()),
+  };
+}
+
+/** The same attack with each of `ids` replaced by a UUID that exists nowhere. */
+function withUnknownIds(attack: Attack): { attack: Attack; replacements: Map<string, string> } {
+  const replacements = new Map((attack.foreignIds ?? []).map((id) => [id, randomUUID()]));
+  const swap = (text: string) => [...replacements].reduce((t, [from, to]) => t.split(from).join(to), text);
+  return {
+    attack: {
+      ...attack,
+      path: swap(attack.path),
+      body: attack.body === undefined ? undefined : JSON.parse(swap(JSON.stringify(attack.body))),
+      headers: attack.headers && JSON.parse(swap(JSON.stringify(attack.headers))),
+    },
+    replacements,
+  };
+}
+
+describe('the tenant-walls table', () => {
+  it('covers exactly the routes createApp registers, every tool and every action', () => {
+    const registered = registeredRoutes();
+    const v1 = registered.routes.filter((r) => r.split(' ')[1]?.startsWith('/v1/'));
+    const others = registered.routes.filter((r) => !r.split(' ')[1]?.startsWith('/v1/'));
+    expect(v1, 'a /v1 route is missing from ROUTE_ATTACKS (or the table names one that is gone)').toEqual(
+      Object.keys(ROUTE_ATTACKS).sort(),
+    );
+    expect(others, 'a route outside /v1 is neither public nor an operator page').toEqual(
+      [...PUBLIC_ROUTES, ...OPERATOR_ROUTES].sort(),
+    );
+    expect(registered.mounts, 'something is mounted outside /v1 that is not an operator page').toEqual(OPERATOR_MOUNTS);
+    expect(Object.keys(TOOL_ATTACKS).sort(), 'a tool is missing from TOOL_ATTACKS').toEqual([...TOOL_NAMES].sort());
+    expect(Object.keys(operationActions(randomUUID())).sort(), 'an action is missing').toEqual(
+      [...OPERATION_ACTIONS].sort(),
+    );
+  });
+});
+
+describe.each(ENGINES)('tenant walls on every route on %s', (engine: Engine) => {
+  let harness: Harness;
+  let client: RawClient;
+  let orgA: Tenant;
+  let orgB: Tenant;
+  let world: World;
+  /** Texts only A's rows hold. */
+  let secrets: string[];
+
+  beforeAll(async () => {
+    harness = await startHarness(engine);
+    client = rawClient(harness.url);
+    orgA = await harness.newTenant();
+    orgB = await harness.newTenant();
+    world = await seed(orgA, orgB);
+    const marker = world.a.conversation.slice(0, 8);
+    secrets = [
+      `victim-sms-${marker}`,
+      `victim-tag-${marker}`,
+      `victim-reason-${marker}`,
+      `victim-note-${marker}`,
+      `victim-standing-${marker}`,
+      `victim-fact-${marker}`,
+      `victim-query-${marker}`,
+      'victim-item-2',
+      'victim-lead-1',
+    ];
+  });
+  afterAll(async () => {
+    client?.close();
+    await harness?.close();
+  });
+
+  async function send(key: string, attack: Attack): Promise<RawResponse> {
+    const request: RawRequest = {
+      method: attack.method,
+      path: attack.path,
+      headers: { authorization: `Bearer ${key}`, ...attack.headers },
+    };
+    if (attack.body !== undefined) {
+      request.body = JSON.stringify(attack.body);
+      request.headers = { ...request.headers, 'content-type': 'application/json' };
+    }
+    return client.send(request);
+  }
+
+  /** What of the answer may differ between two ids: the ids themselves. */
+  function normalized(response: RawResponse, ids: Iterable<string>): string {
+    let text = response.text.toLowerCase();
+    for (const id of ids) {
+      text = text.split(id.toLowerCase()).join('<id>');
+    }
+    return `${response.status} ${text}`;
+  }
+
+  async function expectWall(attack: Attack) {
+    const response = await send(orgB.apiKey, attack);
+    const label = `${attack.label}: ${attack.method} ${attack.path} ${JSON.stringify(attack.body ?? '')}`;
+    const body = response.json as { error?: { code?: string; message?: string; details?: unknown } };
+    const refused = attack.refusedWith ?? { status: 404, code: 'not_found' };
+    expect(response.status, `${label} → ${response.text}`).toBe(refused.status);
+    expect(body.error?.code, label).toBe(refused.code);
+    expect(Object.keys(body.error ?? {}).sort(), label).toEqual(['code', 'details', 'message']);
+    // None of A's data: no secret, and no id of A's the request did not name.
+    const answer = response.text.toLowerCase();
+    const asked = `${attack.path} ${JSON.stringify(attack.body ?? '')} ${JSON.stringify(attack.headers ?? {})}`;
+    for (const text of [...secrets, world.a.paused, world.a.active, world.a.execution, world.a.conversation]) {
+      if (!asked.toLowerCase().includes(text.toLowerCase())) {
+        expect(answer, `${label} reveals "${text}"`).not.toContain(text.toLowerCase());
+      }
+    }
+    // An id of A's is answered exactly as an id that exists nowhere.
+    if (attack.foreignIds?.length) {
+      const twin = withUnknownIds(attack);
+      const unknown = await send(orgB.apiKey, twin.attack);
+      expect(normalized(response, attack.foreignIds), label).toBe(normalized(unknown, twin.replacements.values()));
+    }
+  }
+
+  it('has A data of every kind for B to aim at: rows in every table', async () => {
+    const rows = await rowsPerTable(harness.db, orgA.organizationId);
+    expect(Object.keys(rows).length).toBeGreaterThanOrEqual(13);
+    for (const [table, count] of Object.entries(rows)) {
+      expect(count, table).toBeGreaterThan(0);
+    }
+  });
+
+  it.each(Object.keys(ROUTE_ATTACKS))("B's key gets 404, never A's data, on %s", async (route) => {
+    const attacks = (ROUTE_ATTACKS[route] as (w: World) => Attack[])(world);
+    const beforeA = await organizationDigest(harness.db, orgA.organizationId);
+    const beforeB = await organizationDigest(harness.db, orgB.organizationId);
+    if (route === 'GET /v1/tools') {
+      const response = await send(orgB.apiKey, { label: 'tools', method: 'GET', path: '/v1/tools' });
+      expect(response.status).toBe(200);
+      for (const text of [...secrets, world.a.paused, world.a.conversation]) {
+        expect(response.text).not.toContain(text);
+      }
+    } else {
+      expect(attacks.length).toBeGreaterThan(0);
+    }
+    for (const attack of attacks) {
+      await expectWall(attack);
+      await expectWall(upperCased(attack, world));
+    }
+    expect(await organizationDigest(harness.db, orgA.organizationId)).toEqual(beforeA);
+    expect(await organizationDigest(harness.db, orgB.organizationId)).toEqual(beforeB);
+  });
+
+  it("A's own key gets past every request B was refused (the 404s are the wall's)", async () => {
+    const owned = Object.values(ROUTE_ATTACKS)
+      .flatMap((attacks) => attacks(world))
+      .filter((attack) => attack.ownerGetsPast);
+    expect(owned.length).toBeGreaterThan(30);
+    // Read-only ones first; then the rest (they may change A's data: the walls are checked).
+    for (const attack of [...owned.filter((a) => a.method === 'GET'), ...owned.filter((a) => a.method !== 'GET')]) {
+      const response = await send(orgA.apiKey, attack);
+      const label = `${attack.label} → ${response.text}`;
+      expect(response.status, label).toBeLessThan(500);
+      // Anything but "not found": an answer about A's data (a 404 no_active_operation included).
+      expect((response.json as { error?: { code?: string } }).error?.code, label).not.toBe('not_found');
+    }
+    // And A's ids that B was refused resolve for A.
+    for (const id of [world.a.paused, world.a.active]) {
+      expect((await orgA.get(`/v1/operations/${id}`)).status).toBe(200);
+    }
+    expect((await orgA.get(`/v1/executions/${world.a.execution}/traces`)).status).toBe(200);
+  });
+
+  describe('API keys', () => {
+    it('are stored as their SHA-256: no table holds a key, api_key holds its hash', async () => {
+      for (const tenant of [orgA, orgB]) {
+        const sha256 = createHash('sha256').update(tenant.apiKey, 'utf8').digest('hex');
+        const rows = await harness.db.query<{ key_hash: string; key_prefix: string; row: string }>(
+          'SELECT key_hash, key_prefix, to_jsonb(k)::text AS row FROM api_key k WHERE organization_id = $1',
+          [tenant.organizationId],
+        );
+        expect(rows).toHaveLength(1);
+        expect(rows[0]?.key_hash).toBe(sha256);
+        expect(tenant.apiKey.startsWith(rows[0]?.key_prefix as string)).toBe(true);
+        expect(tenant.apiKey.length - (rows[0]?.key_prefix.length ?? 0)).toBeGreaterThanOrEqual(32);
+        // The secret part of the key, in any column of any table: nowhere.
+        const secretPart = tenant.apiKey.slice(rows[0]?.key_prefix.length);
+        const tables = await harness.db.query<{ table_name: string }>(
+          `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
+        );
+        expect(tables.length).toBeGreaterThan(5);
+        for (const { table_name } of tables) {
+          const [hit] = await harness.db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM "${table_name}" t WHERE strpos(to_jsonb(t)::text, $1) > 0`,
+            [secretPart],
+          );
+          expect(hit?.n, `${table_name} holds the API key`).toBe(0);
+        }
+      }
+    });
+
+    it('a revoked key is refused with 401', async () => {
+      const tenant = await harness.newTenant();
+      const conversation = randomUUID();
+      expect((await tenant.context(conversation)).status).toBe(200);
+      expect(await revokeApiKey(harness.db, tenant.apiKey)).not.toBeNull();
+      const refused = await tenant.context(conversation);
+      expect(refused.status).toBe(401);
+      expect((refused.body as unknown as { error: { code: string } }).error.code).toBe('unauthorized');
+    });
+  });
+
+  describe('operator pages', () => {
+    const operatorRequests = (w: World): RawRequest[] => [
+      { method: 'GET', path: '/admin/queues' },
+      { method: 'GET', path: '/admin/queues/api/queues' },
+      { method: 'GET', path: '/metrics' },
+      { method: 'GET', path: '/admin/operations' },
+      { method: 'GET', path: `/admin/operations/${w.a.paused}` },
+      { method: 'POST', path: `/admin/operations/${w.a.active}/cancel` },
+    ];
+
+    it('answer 401 without credentials, with an API key as Bearer, and with a wrong password', async () => {
+      const before = await organizationDigest(harness.db, orgA.organizationId);
+      const wrong = `Basic ${Buffer.from('admin:not-the-password').toString('base64')}`;
+      for (const request of operatorRequests(world)) {
+        for (const authorization of [undefined, `Bearer ${orgA.apiKey}`, `Bearer ${orgB.apiKey}`, wrong]) {
+          const response = await client.send({
+            ...request,
+            headers: {
+              ...(authorization ? { authorization } : {}),
+              origin: harness.url,
+              referer: `${harness.url}/admin/operations`,
+            },
+          });
+          const label = `${request.method} ${request.path} with ${authorization?.split(' ')[0] ?? 'nothing'}`;
+          expect(response.status, label).toBe(401);
+          expect(String(response.headers['www-authenticate']), label).toMatch(/^Basic /);
+          expect(response.text, label).not.toContain('victim');
+        }
+      }
+      expect(await organizationDigest(harness.db, orgA.organizationId)).toEqual(before);
+    });
+
+    it('open with the operator credentials', async () => {
+      for (const request of operatorRequests(world).filter((r) => r.method === 'GET')) {
+        const response = await client.send({ ...request, headers: { authorization: harness.adminAuthorization } });
+        expect(response.status, `${request.path} → ${response.text.slice(0, 200)}`).toBe(200);
+      }
+    });
+  });
+});
+
+/** A's data of every kind; B has a conversation of its own with an operation. */
+async function seed(orgA: Tenant, orgB: Tenant): Promise<World> {
+  const conversation = randomUUID();
+  const marker = conversation.slice(0, 8);
+  const first = await orgA.op(conversation, {
+    action: 'create',
+    operation_type: `victim-sms-${marker}`,
+    total_items: 4,
+    item_ids: ['victim-item-1', 'victim-item-2', 'victim-item-3', 'victim-item-4'],
+    query_params: { tag: `victim-query-${marker}` },
+  });
+  expect(first.status, JSON.stringify(first.body)).toBe(200);
+  const paused = first.body.operation_id as string;
+  await orgA.op(conversation, {
+    action: 'update',
+    operation_id: paused,
+    completed_ids: ['victim-item-1'],
+    failed: [{ id: 'victim-item-2', reason: `victim-reason-${marker}` }],
+  });
+  const second = await orgA.op(conversation, {
+    action: 'create',
+    operation_type: `victim-tag-${marker}`,
+    total_items: 6,
+    item_ids: ids(6, 'victim-lead'),
+    batch_size: 3,
+  });
+  const active = second.body.operation_id as string;
+  expect((await orgA.op(conversation, { action: 'progress' })).body.batch).toHaveLength(3);
+
+  const execution = await orgA.post(`/v1/conversations/${conversation}/executions`);
+  expect(execution.status).toBe(201);
+  const executionId = execution.body.execution_id as string;
+  const headers = { 'x-opspad-execution': executionId };
+  expect(
+    (await orgA.tool(conversation, { notes: `victim-note-${marker}` }, 'write_to_scratchpad', headers)).status,
+  ).toBe(200);
+  await orgA.tool(conversation, { persistent_notes: `victim-standing-${marker}` }, 'read_from_scratchpad', headers);
+  const pad = await orgA.tool(
+    conversation,
+    {
+      task: 'victim task',
+      add: {
+        facts: [{ text: `victim-fact-${marker}`, source_ref: `item:${paused}:victim-item-2` }],
+        refs: [{ id: `item:${paused}:victim-item-2`, kind: 'item' }],
+      },
+    },
+    'update_scratchpad',
+  );
+  expect(pad.status, JSON.stringify(pad.body)).toBe(200);
+  expect((await orgA.post(`/v1/conversations/${conversation}/scratchpad/reorganize`, {})).status).toBe(200);
+  expect((await orgA.context(conversation)).status).toBe(200);
+
+  const conversationB = randomUUID();
+  const own = await orgB.op(conversationB, {
+    action: 'create',
+    operation_type: 'own_work',
+    total_items: 2,
+    item_ids: ['b-1', 'b-2'],
+  });
+  expect(own.status).toBe(200);
+  return { a: { conversation, paused, active, execution: executionId }, b: { conversation: conversationB } };
+}

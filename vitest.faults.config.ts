@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+/** `npm run test:faults`: the fault-injection scenarios, one at a time (they start processes). */
+export default defineConfig({
+  test: {
+    include: ['test/faults/**/*.test.ts'],
+    globalSetup: ['./test/helpers/global-setup.ts'],
+    fileParallelism: false,
+    testTimeout: 300_000,
+    hookTimeout: 120_000,
+    reporters: ['default', ['json', { outputFile: '.test-results/faults.json' }]],
+  },
+});
