@@ -54,6 +54,14 @@ const MAX_NAMED_IDS = 20;
 const OPERATION_COLUMNS = `id, conversation_id, organization_id, operation_type, status, total_items,
   completed_count, failed_count, state_json, created_at, updated_at`;
 
+/** The operation is completed or cancelled: `what` (e.g. "paused") can no longer happen to it. */
+function operationFinished(op: OperationRecord, what: string): AppError {
+  return new AppError('operation_finished', `Operation ${op.id} is ${op.status}; it cannot be ${what}.`, {
+    operation_id: op.id,
+    status: op.status,
+  });
+}
+
 function operationNotFound(operationId: string): AppError {
   return new AppError('not_found', `Operation ${operationId} was not found in this conversation.`, {
     operation_id: operationId,
@@ -643,10 +651,7 @@ export async function completeOperation(
       return { operation: op, counts: countsOf(op, 0), abandoned: op.state_json.abandoned_count };
     }
     if (op.status === 'cancelled') {
-      throw new AppError('operation_finished', `Operation ${op.id} was cancelled; it cannot be completed.`, {
-        operation_id: op.id,
-        status: op.status,
-      });
+      throw operationFinished(op, 'completed');
     }
     const remaining = remainingOf(op);
     if (remaining > 0 && !force) {
@@ -685,10 +690,7 @@ export async function cancelOperation(
       return { operation: op, counts: countsOf(op, 0), abandoned: op.state_json.abandoned_count };
     }
     if (op.status === 'completed') {
-      throw new AppError('operation_finished', `Operation ${op.id} is already completed; it cannot be cancelled.`, {
-        operation_id: op.id,
-        status: op.status,
-      });
+      throw operationFinished(op, 'cancelled');
     }
     const abandoned = await abandonUnrecorded(tx, op.id);
     op = await setStatus(tx, op.id, 'cancelled', { abandoned_count: op.state_json.abandoned_count + abandoned });
@@ -720,10 +722,7 @@ export async function pauseOperation(
     const id = await resolveOperationId(tx, scope, operationId);
     let op = await lockOperation(tx, scope, id);
     if (isFinished(op.status)) {
-      throw new AppError('operation_finished', `Operation ${op.id} is ${op.status}; it cannot be paused.`, {
-        operation_id: op.id,
-        status: op.status,
-      });
+      throw operationFinished(op, 'paused');
     }
     if (op.status === 'active') {
       op = await setStatus(tx, op.id, 'paused', { paused_reason: reason });
@@ -750,10 +749,7 @@ export async function resumeOperation(
     await ensureConversation(tx, scope, { lock: true });
     let op = await lockOperation(tx, scope, operationId);
     if (isFinished(op.status)) {
-      throw new AppError('operation_finished', `Operation ${op.id} is ${op.status}; it cannot be resumed.`, {
-        operation_id: op.id,
-        status: op.status,
-      });
+      throw operationFinished(op, 'resumed');
     }
     let pausedOperationId: string | null = null;
     if (op.status === 'paused') {
