@@ -9,8 +9,8 @@
  * run and removed at its end.
  *
  * --quick   smaller sizes and a 5 s HTTP loop: about a minute; a smoke test, not a measurement
- * --only    comma-separated scenario groups: bullmq, ceiling, background, updates, record,
- *           http, context, worker
+ * --only    comma-separated scenario groups: bullmq, throughput (SQL ceiling and opspad in
+ *           turns), updates, http (create, record, HTTP loop), context, worker
  * --profile start the opspad processes with --cpu-prof (profiles in bench/results/profiles)
  *
  * Exits 0 whether targets are met or not (the table says); non-zero only when a scenario fails.
@@ -27,16 +27,15 @@ import { recordCostChart, type ThroughputPoint, throughputChart, writeSvg } from
 import { type BenchContext, type Entry, FULL_PLAN, QUICK_PLAN } from './lib/common.ts';
 import { acquireRunResources } from './lib/env.ts';
 import { applyTargets, formatTable, writeResults } from './lib/report.ts';
-import { benchBackground } from './scenarios/background.ts';
 import { benchBullmq } from './scenarios/bullmq.ts';
 import { benchContext } from './scenarios/context.ts';
 import { benchHttp } from './scenarios/http.ts';
-import { benchRecordSmall, benchUpdates } from './scenarios/record.ts';
-import { benchSqlCeiling } from './scenarios/sql-ceiling.ts';
+import { benchUpdates } from './scenarios/record.ts';
+import { benchThroughput } from './scenarios/throughput.ts';
 import { benchWorkerRss } from './scenarios/worker-rss.ts';
 
 const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url));
-const GROUPS = ['bullmq', 'ceiling', 'background', 'updates', 'record', 'http', 'context', 'worker'] as const;
+const GROUPS = ['bullmq', 'throughput', 'updates', 'http', 'context', 'worker'] as const;
 
 /** The order entries appear in the table, whatever order they were measured in. */
 const ORDER = [
@@ -169,26 +168,19 @@ async function main(): Promise<number> {
       // Job per item only: a job carrying a batch does no per-item work at all (see the table).
       addPoints('raw BullMQ, a no-op job per item', { 1: result.chart[1] as number });
     }
-    if (only.has('ceiling')) {
-      const result = await benchSqlCeiling(ctx, organizationId);
+    if (only.has('throughput')) {
+      const result = await benchThroughput(ctx, organizationId);
       entries.push(...result.entries);
-      addPoints('SQL ceiling (4 clients)', result.chart);
-    }
-    if (only.has('background')) {
-      const result = await benchBackground(ctx, organizationId);
-      entries.push(...result.entries);
-      addPoints('opspad end to end (1 process)', result.chart);
+      addPoints('SQL ceiling (4 clients)', result.ceiling);
+      addPoints('opspad end to end (1 process)', result.opspad);
     }
     if (only.has('updates')) {
       const result = await benchUpdates(ctx, organizationId);
       entries.push(...result.entries);
       updates = result.chart;
     }
-    if (only.has('record')) {
-      entries.push(await benchRecordSmall(ctx, organizationId));
-    }
     if (only.has('http')) {
-      entries.push(...(await benchHttp(ctx)).entries);
+      entries.push(...(await benchHttp(ctx, organizationId)).entries);
     }
     if (only.has('context')) {
       entries.push(...(await benchContext(ctx, organizationId)));
@@ -214,14 +206,16 @@ async function main(): Promise<number> {
   };
   const outDir = values.quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR;
   writeResults(RESULTS_DIR, entries, meta);
-  const subtitle = `${machine.cpus}, ${machine.postgres}, Redis ${machine.redis}; ${values.quick ? 'quick run' : 'medians of 3'}`;
+  const where = `${machine.cpus}, ${machine.postgres}, Redis ${machine.redis}`;
+  const subtitle = `${where}; ${values.quick ? 'quick run' : `medians of ${plan.repeats} runs`}`;
+  const updatesSubtitle = `${where}; medians of up to ${plan.updateSamples} updates, the first of each operation`;
   if (throughput.length > 0) {
     mkdirSync(outDir, { recursive: true });
     writeSvg(join(outDir, 'throughput.svg'), await throughputChart(throughput, subtitle));
   }
   if (updates.length > 0) {
     mkdirSync(outDir, { recursive: true });
-    writeSvg(join(outDir, 'record-cost.svg'), await recordCostChart(updates, subtitle));
+    writeSvg(join(outDir, 'record-cost.svg'), await recordCostChart(updates, updatesSubtitle));
   }
 
   process.stdout.write(

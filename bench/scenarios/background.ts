@@ -8,12 +8,10 @@ import { loadConfig } from '../../src/config/env.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createOpspad } from '../../src/main.ts';
 import { createOperation } from '../../src/store/index.ts';
-import { type BenchContext, type Entry, itemIds, median, round, timed, waitFor } from '../lib/common.ts';
+import { type BenchContext, itemIds, timed, waitFor } from '../lib/common.ts';
 
-export async function benchBackground(
-  ctx: BenchContext,
-  organizationId: string,
-): Promise<{ entries: Entry[]; chart: Record<number, number> }> {
+/** opspad with its workers in this process; `run(batch)` → items/s over the plan's item count. */
+export async function backgroundRunner(ctx: BenchContext, organizationId: string) {
   const prefix = `${ctx.prefix}-inproc`;
   const config = loadConfig({
     DATABASE_URL: ctx.databaseUrl,
@@ -24,7 +22,8 @@ export async function benchBackground(
   const opspad = await createOpspad({ config, logger: createLogger('warn', 'opspad-bench'), api: false });
   ctx.defer(() => opspad.close());
 
-  const runOnce = async (items: number, batch: number) => {
+  const run = async (batch: number) => {
+    const items = ctx.plan.backgroundItems[batch] as number;
     const scope = { organizationId, conversationId: randomUUID() };
     const { operation } = await createOperation(ctx.db, scope, {
       operationType: 'demo',
@@ -41,39 +40,15 @@ export async function benchBackground(
       await waitFor(
         `operation ${operation.id} to complete`,
         async () => {
-          const rows = await ctx.db.query<{ status: string; recorded: number }>(
-            'SELECT status, completed_count + failed_count AS recorded FROM assistant_operation WHERE id = $1',
-            [operation.id],
-          );
-          return rows[0]?.status === 'completed' ? rows[0] : undefined;
+          const rows = await ctx.db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
+            operation.id,
+          ]);
+          return rows[0]?.status === 'completed' ? true : undefined;
         },
         { everyMs: 5 },
       );
     });
     return (items / ms) * 1000;
   };
-
-  const entries: Entry[] = [];
-  const chart: Record<number, number> = {};
-  try {
-    for (const [batchText, items] of Object.entries(ctx.plan.backgroundItems).reverse()) {
-      const batch = Number(batchText);
-      const runs: number[] = [];
-      for (let i = 0; i < ctx.plan.repeats; i++) {
-        runs.push(await runOnce(items, batch));
-      }
-      chart[batch] = median(runs);
-      entries.push({
-        name: `opspad_background_b${batch}`,
-        value: Math.round(median(runs)),
-        unit: 'items/s',
-        n: items,
-        note: 'demo handler no-op, 1 process, 4 lanes',
-      });
-      ctx.log(`opspad background, batch ${batch}: ${round(median(runs), 0)} items/s`);
-    }
-  } finally {
-    await opspad.close();
-  }
-  return { entries, chart };
+  return { run, close: () => opspad.close() };
 }

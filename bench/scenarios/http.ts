@@ -8,8 +8,8 @@ import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { createApiKey } from '../../src/store/index.ts';
 import { startOpspadChild } from '../lib/child.ts';
-import { type BenchContext, type Entry, itemIds, median, percentile, round, rssMb, sampleRss } from '../lib/common.ts';
-import { measureRecord } from './record.ts';
+import { type BenchContext, type Entry, itemIds, percentile, round, rssMb, sampleRss } from '../lib/common.ts';
+import { benchRecordPair } from './record.ts';
 
 const TOOL = 'manage_assistant_operation';
 
@@ -104,7 +104,7 @@ async function conversationLoop(
   }
 }
 
-export async function benchHttp(ctx: BenchContext): Promise<HttpResults> {
+export async function benchHttp(ctx: BenchContext, organizationId: string): Promise<HttpResults> {
   const server = await startOpspadChild(ctx, 'start', { OPSPAD_LOG_LEVEL: 'info' });
   const url = server.url as string;
   const entries: Entry[] = [];
@@ -151,19 +151,15 @@ export async function benchHttp(ctx: BenchContext): Promise<HttpResults> {
       },
     );
 
-    // ── record_ms_n1m: 100-item batches of that operation ──
+    // ── record_ms_n1k and record_ms_n1m: 100-item batches of that operation and of small ones ──
     const scope = { organizationId: key.organization_id, conversationId: conversation };
-    const times = await measureRecord(ctx, scope, created.json.operation_id as string, ctx.plan.recordSamples);
-    const recordMs = median(times);
-    ctx.log(`record a 100-item batch at N=${ids.length}: ${round(recordMs, 2)} ms`);
-    entries.push({
-      name: 'record_ms_n1m',
-      value: round(recordMs, 2),
-      unit: 'ms',
-      baseline: 'record_ms_n1k',
-      n: times.length,
-      note: 'median',
-    });
+    entries.push(
+      ...(await benchRecordPair(ctx, organizationId, {
+        scope,
+        operationId: created.json.operation_id as string,
+        items: ids.length,
+      })),
+    );
 
     // ── http_loop: 50 conversations, the seed's loop, for a fixed time ──
     const keys = await Promise.all(

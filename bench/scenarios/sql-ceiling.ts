@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { createOperation } from '../../src/store/index.ts';
 import { LEASE_NEXT_SQL } from '../../src/store/item-sql.ts';
-import { type BenchContext, type Entry, itemIds, median, round, timed } from '../lib/common.ts';
+import { type BenchContext, itemIds, timed } from '../lib/common.ts';
 
 const CLIENTS = 4;
 
@@ -71,27 +71,7 @@ async function runOnce(ctx: BenchContext, organizationId: string, items: number,
   return (items / ms) * 1000;
 }
 
-export async function benchSqlCeiling(
-  ctx: BenchContext,
-  organizationId: string,
-): Promise<{ entries: Entry[]; chart: Record<number, number> }> {
-  const entries: Entry[] = [];
-  const chart: Record<number, number> = {};
-  for (const [batchText, items] of Object.entries(ctx.plan.ceilingItems)) {
-    const batch = Number(batchText);
-    const runs: number[] = [];
-    for (let i = 0; i < ctx.plan.repeats; i++) {
-      runs.push(await runOnce(ctx, organizationId, items, batch));
-    }
-    chart[batch] = median(runs);
-    entries.push({
-      name: `sql_ceiling_b${batch}`,
-      value: Math.round(median(runs)),
-      unit: 'items/s',
-      n: items,
-      note: `${CLIENTS} clients, lease + record SQL only`,
-    });
-    ctx.log(`SQL ceiling, batch ${batch}: ${round(median(runs), 0)} items/s`);
-  }
-  return { entries, chart };
+/** Runs the ceiling once for `batch` over the plan's item count; items/s. */
+export function ceilingRunner(ctx: BenchContext, organizationId: string) {
+  return (batch: number) => runOnce(ctx, organizationId, ctx.plan.ceilingItems[batch] as number, batch);
 }

@@ -55,7 +55,7 @@ export function toAppError(error: unknown): AppError {
   }
   return new AppError(
     'internal_error',
-    'Internal error; the request was not applied.',
+    'Internal error. Retry the call; if it keeps failing, report it (the server log has the details).',
     {},
     {
       cause: error,
