@@ -252,27 +252,30 @@ describe('fault injection', () => {
     const started = Date.now();
     const s = await scenario();
     await s.startWorkers(3);
-    const operationId = await createCounting(s, 20_000, { latency_ms: 3 });
+    // ~10 ms an item keeps the run long enough for every kill to land mid-operation.
+    const operationId = await createCounting(s, 20_000, { latency_ms: 10 });
+    const replacements: Promise<void>[] = [];
     let kills = 0;
-    while (kills < 5 || (await recordedSoFar(s, operationId)) < 20_000) {
-      const before = await recordedSoFar(s, operationId);
-      if (before >= 20_000) {
-        break;
-      }
-      // Let some work happen, then kill a running worker mid-batch and start a replacement.
-      await eventually(async () => ((await recordedSoFar(s, operationId)) > before + 400 ? true : undefined), {
+    // A kill every 2,000 recorded items: 5 to 9 kills, each in the middle of some batches.
+    for (let mark = 1500; mark < 20_000 && kills < 9; mark += 2000) {
+      const reached = await eventually(async () => ((await recordedSoFar(s, operationId)) >= mark ? true : undefined), {
         timeoutMs: RUN_TIMEOUT_MS,
-        what: 'progress between kills',
-      }).catch(() => undefined);
-      if (kills >= 8 || (await recordedSoFar(s, operationId)) >= 20_000) {
+        what: `${mark} items recorded`,
+      });
+      if (!reached || (await recordedSoFar(s, operationId)) >= 20_000) {
         break;
       }
       const victim = s.workers.find((w) => w.exit === undefined);
-      victim?.process.kill('SIGKILL');
-      await victim?.waitForExit();
+      if (!victim) {
+        continue;
+      }
+      victim.process.kill('SIGKILL');
+      await victim.waitForExit();
       kills++;
-      await s.startWorkers(1);
+      // The replacement starts in the background: the others keep working meanwhile.
+      replacements.push(s.startWorkers(1));
     }
+    await Promise.all(replacements);
     await waitForEnd(s, operationId);
     expect(kills).toBeGreaterThanOrEqual(5);
     const result = await audit(s, operationId, 20_000);
