@@ -6,8 +6,6 @@ import { fileURLToPath } from 'node:url';
 import type { PGlite } from '@electric-sql/pglite';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
-import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator';
 import type pg from 'pg';
 import type { Database } from './db.ts';
 
@@ -18,6 +16,12 @@ const MIGRATION_LOCK_KEY = 7_303_140_001;
 
 export async function runMigrations(db: Database & ({ pool: pg.Pool } | { pglite: PGlite })): Promise<void> {
   if ('pglite' in db) {
+    // Imported here: drizzle's PGlite driver loads the embedded engine, which a process on
+    // Postgres never needs (see createPgliteDatabase).
+    const [{ drizzle: drizzlePglite }, { migrate: migratePglite }] = await Promise.all([
+      import('drizzle-orm/pglite'),
+      import('drizzle-orm/pglite/migrator'),
+    ]);
     await migratePglite(drizzlePglite({ client: db.pglite }), { migrationsFolder: MIGRATIONS_FOLDER });
     return;
   }

@@ -47,7 +47,14 @@ export async function buildContextFragment(
   scope: ConversationScope,
   reciteBudget: number,
 ): Promise<ContextFragment> {
-  const owner = await conversationOwner(db, scope.conversationId);
+  // The owner check runs beside the reads (one round trip instead of two, on every turn): they
+  // are scoped by organization too, so another organization's conversation reads as empty, and
+  // nothing read is used unless the conversation is the caller's.
+  const [owner, page, pad] = await Promise.all([
+    conversationOwner(db, scope.conversationId),
+    listOpenOperations(db, scope, MAX_LOADED_OPERATIONS),
+    recitation(db, scope, reciteBudget),
+  ]);
   if (owner === null) {
     // Not used yet: nothing to recite, and nothing is created by reading.
     return {
@@ -60,10 +67,6 @@ export async function buildContextFragment(
   if (owner !== scope.organizationId) {
     throw conversationNotFound(scope.conversationId);
   }
-  const [page, pad] = await Promise.all([
-    listOpenOperations(db, scope, MAX_LOADED_OPERATIONS),
-    recitation(db, scope, reciteBudget),
-  ]);
   const operations = renderOperations(page.operations, page.total, OPERATIONS_BUDGET_CHARS);
   const text = [operations.text, pad.text].filter((part) => part.length > 0).join('\n\n');
   await recordContextRender(db, scope, {

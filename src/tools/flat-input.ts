@@ -16,7 +16,10 @@ export function dropForeignNulls(input: unknown): unknown {
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     return input;
   }
-  const fields = FIELDS_BY_ACTION.get(String((input as { action?: unknown }).action));
+  const action = (input as { action?: unknown }).action;
+  // Only a string names an action; anything else is left for the schema to refuse (String() on
+  // an object with a non-callable toString would throw).
+  const fields = typeof action === 'string' ? FIELDS_BY_ACTION.get(action) : undefined;
   if (!fields) {
     return input;
   }
