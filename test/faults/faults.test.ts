@@ -404,11 +404,21 @@ describe('fault injection', () => {
       timeoutMs: RUN_TIMEOUT_MS,
       what: 'the first batches',
     });
-    late.process.kill('SIGSTOP');
-    const held = await s.harness.db.query<{ item_id: string }>(
-      `SELECT item_id FROM assistant_operation_item WHERE operation_id = $1 AND status = 'leased'`,
-      [operationId],
-    );
+    // Freeze it while it holds a batch: between two batches it holds nothing, so try again then.
+    const heldNow = () =>
+      s.harness.db.query<{ item_id: string }>(
+        `SELECT item_id FROM assistant_operation_item WHERE operation_id = $1 AND status = 'leased'`,
+        [operationId],
+      );
+    let held: { item_id: string }[] = [];
+    for (let attempt = 0; attempt < 50 && held.length === 0; attempt++) {
+      late.process.kill('SIGSTOP');
+      held = await heldNow();
+      if (held.length === 0) {
+        late.process.kill('SIGCONT');
+        await eventually(async () => ((await heldNow()).length > 0 ? true : undefined), { what: 'a leased batch' });
+      }
+    }
     await s.startWorkers(1, settings);
     const taker = s.workers[1] as Spawned;
     await waitForEnd(s, operationId);
