@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import type { OpspadDatabase } from '../../src/store/index.ts';
+import { eventually } from '../../test/helpers/wait.ts';
 
 /** One line of the table and of bench/results/latest.json. */
 export interface Entry {
@@ -128,22 +129,12 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ result: T; ms: n
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Polls `check` every `everyMs` until it returns a value, or fails after `timeoutMs`. */
-export async function waitFor<T>(
+export function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined>,
   { everyMs = 10, timeoutMs = 600_000 } = {},
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) {
-      return value;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}`);
-    }
-    await sleep(everyMs);
-  }
+  return eventually(check, { what, intervalMs: everyMs, timeoutMs });
 }
 
 /** Item ids shaped like a CRM's (`contact-00000042`). */

@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { deleteKeysWithPrefix } from '../../test/helpers/redis-keys.ts';
 
 const DEFAULT_SERVER_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -16,25 +17,6 @@ export interface RunResources {
   prefix: string;
   /** Drops the database and deletes every Redis key under the prefix. */
   release(): Promise<void>;
-}
-
-/** Deletes every key starting with `prefix`. */
-export async function deleteKeys(redisUrl: string, prefix: string): Promise<number> {
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
-  let deleted = 0;
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) {
-        deleted += await redis.unlink(...keys);
-      }
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
-  return deleted;
 }
 
 export async function acquireRunResources(env: NodeJS.ProcessEnv = process.env): Promise<RunResources> {
@@ -81,7 +63,7 @@ export async function acquireRunResources(env: NodeJS.ProcessEnv = process.env):
         await admin.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
       } finally {
         await admin.end();
-        await deleteKeys(redisUrl, prefix);
+        await deleteKeysWithPrefix(redisUrl, prefix);
       }
     },
   };

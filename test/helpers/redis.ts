@@ -1,24 +1,10 @@
 /** Redis housekeeping for tests: every key a run creates starts with the run's prefix. */
-import { Redis } from 'ioredis';
 import { inject } from 'vitest';
+import { deleteKeysWithPrefix } from './redis-keys.ts';
 
 /** Deletes every key starting with `prefix` (one opspad's queues: Redis "flushed" for it). */
-export async function deleteQueueKeys(prefix: string, redisUrl = inject('redisUrl')): Promise<number> {
-  const redis = new Redis(redisUrl);
-  let deleted = 0;
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length > 0) {
-        deleted += await redis.del(...keys);
-      }
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
-  return deleted;
+export function deleteQueueKeys(prefix: string, redisUrl = inject('redisUrl')): Promise<number> {
+  return deleteKeysWithPrefix(redisUrl, prefix);
 }
 
 /** A Redis key under the run's prefix, so the run's teardown removes it. */
