@@ -11,6 +11,7 @@ import type { AdminCredentials } from './api/basic-auth.ts';
 import { createApp } from './api/create-app.ts';
 import { rateLimitPerKey } from './api/rate-limit.ts';
 import type { Config } from './config/env.ts';
+import { createEgressGuard } from './egress/index.ts';
 import { createDemoHandler } from './handlers/demo.ts';
 import { createHandlerRegistry, type HandlerRegistry, loadHandlerModules } from './handlers/registry.ts';
 import type { Handler } from './handlers/types.ts';
@@ -25,8 +26,8 @@ import { createReorganizeQueue, type ReorganizeQueue, startReorganizeWorker } fr
 import { startWorkerPool, type WorkerPool } from './queue/worker-pool.ts';
 import type { ReorganizeDeps } from './reorganizer/reorganize.ts';
 import { selectReorganizer } from './reorganizer/select.ts';
-import type { ConversationScope } from './store/index.ts';
-import { type OpspadDatabase, openDatabase, runMigrations } from './store/index.ts';
+import type { ConversationScope, Queryable } from './store/index.ts';
+import { type OpspadDatabase, openDatabase, runMigrations, webhookSigningSecrets } from './store/index.ts';
 import { createToolRegistry } from './tools/registry.ts';
 
 export interface OpspadOptions {
@@ -68,11 +69,12 @@ const SHUTDOWN_TIMEOUT_MS = 15_000;
 /** How long running batches may take to finish at shutdown before they are aborted. */
 const BATCH_GRACE_MS = 10_000;
 
-function builtInHandlers(config: Config): Handler[] {
+/** `database` is called at work time only: handlers are registered before it is opened. */
+function builtInHandlers(config: Config, database: () => Queryable): Handler[] {
   return [
     createWebhookHandler({
-      secret: config.OPSPAD_WEBHOOK_SECRET,
-      allowedHosts: config.OPSPAD_WEBHOOK_ALLOWED_HOSTS,
+      signingSecrets: (organizationId) => webhookSigningSecrets(database(), organizationId),
+      guard: createEgressGuard({ allow: config.OPSPAD_WEBHOOK_ALLOW }),
     }),
     createDemoHandler(),
   ];
@@ -85,7 +87,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
 
   await assertRedisReachable(config.REDIS_URL);
   const handlers = createHandlerRegistry([
-    ...builtInHandlers(config),
+    ...builtInHandlers(config, () => db),
     ...(await loadHandlerModules(config.OPSPAD_HANDLERS)),
     ...(options.handlers ?? []),
   ]);
@@ -134,6 +136,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       maxActiveBackground: config.OPSPAD_MAX_ACTIVE_BACKGROUND,
       queuePrefix: config.OPSPAD_QUEUE_PREFIX,
       hasHandler: (type) => handlers.has(type),
+      checkQueryParams: (type, queryParams) => handlers.get(type)?.checkQueryParams?.(queryParams) ?? [],
       reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
       onReorganizeDue,
       async onActivated(operation) {

@@ -8,17 +8,27 @@ import { existsSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { createApiKey, type Database, listApiKeys, revokeApiKey } from '../store/index.ts';
+import { createApiKey, type Database, listApiKeys, revokeApiKey, webhookSecretOf } from '../store/index.ts';
 
 export function controlSocketPath(dataDir: string): string {
   return join(dataDir, 'control.sock');
 }
 
-/** The key commands a running service runs for other `opspad` processes. */
+/** The key and webhook-secret commands a running service runs for other `opspad` processes. */
 export const KeyCommand = z.discriminatedUnion('op', [
   z.strictObject({ op: z.literal('create'), org: z.string().min(1).max(200) }),
   z.strictObject({ op: z.literal('revoke'), key: z.string().min(1).max(200) }),
   z.strictObject({ op: z.literal('list'), org: z.string().min(1).max(200) }),
+  z.strictObject({
+    op: z.literal('webhook_secret'),
+    org: z.string().min(1).max(200),
+    rotate: z.boolean(),
+    grace_ms: z
+      .number()
+      .int()
+      .min(0)
+      .max(366 * 24 * 3600 * 1000),
+  }),
 ]);
 export type KeyCommand = z.infer<typeof KeyCommand>;
 
@@ -31,6 +41,8 @@ export async function runKeyCommand(db: Database, command: KeyCommand): Promise<
       return revokeApiKey(db, command.key);
     case 'list':
       return listApiKeys(db, command.org);
+    case 'webhook_secret':
+      return webhookSecretOf(db, command.org, { rotate: command.rotate, graceMs: command.grace_ms });
   }
 }
 

@@ -25,6 +25,7 @@ import {
   runKeyCommand,
 } from './local-control.ts';
 import { watchOperation } from './watch.ts';
+import { webhooks } from './webhooks.ts';
 
 const USAGE = `Usage: opspad <command> [options]
 
@@ -43,6 +44,9 @@ Commands:
   mcp --conversation <uuid>      Serve opspad's tools and the conversation's context resource to
                                  an MCP client over stdio (uses OPSPAD_URL and OPSPAD_API_KEY;
                                  --url, --key override them).
+  webhooks secret --org <name>   Show the organization's webhook signing secret (whsec_…);
+                [--rotate]       replace it (the old one keeps signing for
+                [--json]         OPSPAD_WEBHOOK_ROTATION_GRACE).
   tools print [--format F]       Print the tool definitions as JSON; F: opspad (default), openai
                                  (strict function calling) or anthropic.
   help                           Show this help.
@@ -390,6 +394,8 @@ export async function main(argv: string[]): Promise<number> {
       case 'keys':
         await keys(config, rest);
         return 0;
+      case 'webhooks':
+        return await webhooks(config, rest, (command) => keyCommand(config, command));
       case 'mcp':
         return await mcp(config, rest);
       case 'tools':

@@ -31,7 +31,8 @@ describe('loadConfig', () => {
       OPSPAD_LOG_LEVEL: 'info',
       OPSPAD_PG_POOL_SIZE: 10,
       OPSPAD_HANDLERS: [],
-      OPSPAD_WEBHOOK_ALLOWED_HOSTS: [],
+      OPSPAD_WEBHOOK_ALLOW: [],
+      OPSPAD_WEBHOOK_ROTATION_GRACE: 24 * 3600 * 1000,
       OPSPAD_ADMIN_USER: 'admin',
       OPSPAD_PAUSED_TTL: 7 * 24 * 3600 * 1000,
       OPSPAD_LEASE_TTL: 120_000,
@@ -107,6 +108,32 @@ describe('loadConfig', () => {
     expect(config.DATABASE_URL).toBeUndefined();
     expect(config.OPSPAD_LOG_LEVEL).toBe('info');
     expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379');
+  });
+
+  it('reads the webhook allow list and rotation grace, naming a bad allow entry', () => {
+    const config = loadConfig({
+      OPSPAD_WEBHOOK_ALLOW: '127.0.0.1:8080, 10.0.0.0/8,hooks.internal',
+      OPSPAD_WEBHOOK_ROTATION_GRACE: '1h',
+    });
+    expect(config.OPSPAD_WEBHOOK_ALLOW).toEqual(['127.0.0.1:8080', '10.0.0.0/8', 'hooks.internal']);
+    expect(config.OPSPAD_WEBHOOK_ROTATION_GRACE).toBe(3_600_000);
+    const error = configErrorOf({ OPSPAD_WEBHOOK_ALLOW: '10.0.0.0/99,https://hooks.internal' });
+    expect(error.problems).toEqual([
+      expect.stringMatching(/^OPSPAD_WEBHOOK_ALLOW: "10\.0\.0\.0\/99" is not a CIDR range/),
+      expect.stringMatching(/^OPSPAD_WEBHOOK_ALLOW: "https:\/\/hooks\.internal" is a URL/),
+    ]);
+  });
+
+  it('stops on the removed webhook variables, saying what replaced them, without echoing the secret', () => {
+    const error = configErrorOf({
+      OPSPAD_WEBHOOK_SECRET: 'old-global-secret-value',
+      OPSPAD_WEBHOOK_ALLOWED_HOSTS: 'hooks.example.com',
+    });
+    expect(error.problems).toEqual([
+      expect.stringMatching(/^OPSPAD_WEBHOOK_SECRET: was removed: .*opspad webhooks secret --org/),
+      expect.stringMatching(/^OPSPAD_WEBHOOK_ALLOWED_HOSTS: was removed: .*OPSPAD_WEBHOOK_ALLOW/),
+    ]);
+    expect(error.message).not.toContain('old-global-secret-value');
   });
 
   it('ignores variables it does not know', () => {

@@ -3,6 +3,7 @@
  * reads `process.env`: the parsed {@link Config} is passed down explicitly.
  */
 import { z } from 'zod';
+import { allowListProblems } from '../egress/allow-list.ts';
 
 const port = z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535, 'must be at most 65535');
 const positiveInt = z.coerce
@@ -69,9 +70,19 @@ export const EnvSchema = z.object({
   OPSPAD_PG_POOL_SIZE: positiveInt.default(10),
   /** Comma-separated module paths whose exports are item handlers (see src/handlers/types.ts). */
   OPSPAD_HANDLERS: list.default([]),
-  OPSPAD_WEBHOOK_SECRET: z.string().min(16, 'use at least 16 characters').optional(),
-  /** When set, the webhook handler only calls these host names. */
-  OPSPAD_WEBHOOK_ALLOWED_HOSTS: list.default([]),
+  /**
+   * Exceptions to the egress guard (host, host:port, IP, IP:port or CIDR): non-public addresses
+   * the webhook handler may call anyway. See src/egress/allow-list.ts.
+   */
+  OPSPAD_WEBHOOK_ALLOW: list
+    .superRefine((entries, ctx) => {
+      for (const message of allowListProblems(entries)) {
+        ctx.addIssue({ code: 'custom', message });
+      }
+    })
+    .default([]),
+  /** After `opspad webhooks secret --rotate`, how long the previous secret keeps signing too. */
+  OPSPAD_WEBHOOK_ROTATION_GRACE: duration.default(24 * 3600 * 1000),
   OPSPAD_ADMIN_USER: z.string().min(1).default('admin'),
   /** Unset: a random password, printed once at start. */
   OPSPAD_ADMIN_PASSWORD: z.string().min(8, 'use at least 8 characters').optional(),
@@ -125,16 +136,31 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * Variables opspad no longer reads, and what replaced them. Setting one stops start-up: ignoring
+ * it would quietly change what the operator asked for (an allow list that no longer restricts).
+ */
+const REMOVED_VARIABLES: Readonly<Record<string, string>> = {
+  OPSPAD_WEBHOOK_SECRET:
+    'was removed: webhooks are signed with a secret per organization (opspad webhooks secret --org <name>); unset it',
+  OPSPAD_WEBHOOK_ALLOWED_HOSTS:
+    'was removed: the webhook handler may call any public address and refuses private ones; list exceptions in OPSPAD_WEBHOOK_ALLOW and unset it',
+};
+
 /** Parses the environment (by default `process.env`) into a {@link Config}. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable means "not set", as in most shells' `FOO= cmd`.
   const present = Object.fromEntries(Object.entries(env).filter(([, value]) => value !== ''));
+  const removed = Object.keys(REMOVED_VARIABLES)
+    .filter((name) => present[name] !== undefined)
+    .map((name) => `${name}: ${REMOVED_VARIABLES[name]}`);
   const parsed = EnvSchema.safeParse(present);
-  if (parsed.success) {
+  if (parsed.success && removed.length === 0) {
     return parsed.data;
   }
-  throw new ConfigError(
-    parsed.error.issues.map((issue) => {
+  throw new ConfigError([
+    ...removed,
+    ...(parsed.error?.issues ?? []).map((issue) => {
       const name = issue.path.join('.');
       const value = env[name];
       // URLs and secrets may carry credentials: never echo them back.
@@ -142,5 +168,5 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       const shown = value === undefined || secret ? '' : ` (got ${JSON.stringify(value)})`;
       return `${name}: ${issue.message}${shown}`;
     }),
-  );
+  ]);
 }

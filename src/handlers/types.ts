@@ -59,6 +59,14 @@ export interface BatchContext extends HandlerContext {
 /** What a batch handler says about one item. Items it leaves out are retried. */
 export type ItemOutcome = { id: string; status: 'completed' } | { id: string; status: 'failed'; reason: string };
 
+/** A problem with an operation's query_params, found when the operation is created. */
+export interface QueryParamsIssue {
+  /** The path of the field, e.g. `query_params.url`. */
+  field: string;
+  /** What is wrong and what to do. */
+  message: string;
+}
+
 export interface HandlerSettings {
   /** The operation_type this handler serves. Letters, digits, `_`, `-` and `.`. */
   type: string;
@@ -72,6 +80,11 @@ export interface HandlerSettings {
   attempts?: number;
   /** First retry delay; doubles on each retry (default 200 ms). */
   backoffMs?: number;
+  /**
+   * Checks query_params when a background operation of this type is created: any issue refuses
+   * the create with a 400 that names the field, before anything is stored.
+   */
+  checkQueryParams?(queryParams: Readonly<Record<string, unknown>>): readonly QueryParamsIssue[];
 }
 
 export interface ItemHandler extends HandlerSettings {

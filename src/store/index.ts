@@ -7,3 +7,4 @@ export * from './notes-repo.ts';
 export * from './operation-repo.ts';
 export * from './organization-repo.ts';
 export * from './scratchpad-repo.ts';
+export * from './webhook-secret-repo.ts';

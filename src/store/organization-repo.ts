@@ -5,6 +5,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Queryable } from './db.ts';
+import { newWebhookSecret } from './webhook-secret-repo.ts';
 
 const KEY_PREFIX = 'opk_';
 
@@ -18,18 +19,25 @@ export interface CreatedApiKey {
   key_id: string;
 }
 
-/** Creates an API key for the organization named `organizationName`, creating it when new. */
+/**
+ * Creates an API key for the organization named `organizationName`, creating it when new, with
+ * its webhook signing secret (kept when it has one).
+ */
 export async function createApiKey(db: Queryable, organizationName: string): Promise<CreatedApiKey> {
   const apiKey = `${KEY_PREFIX}${randomBytes(32).toString('base64url')}`;
   const rows = await db.query<{ organization_id: string; key_id: string }>(
     `WITH org AS (
        INSERT INTO organization (name) VALUES ($1)
        ON CONFLICT (name) DO UPDATE SET name = excluded.name
-       RETURNING id)
+       RETURNING id),
+     webhook_secret AS (
+       INSERT INTO organization_webhook_secret (organization_id, secret)
+       SELECT id, $4 FROM org
+       ON CONFLICT (organization_id) WHERE expires_at IS NULL DO NOTHING)
      INSERT INTO api_key (organization_id, key_hash, key_prefix)
      SELECT id, $2, $3 FROM org
      RETURNING organization_id, id AS key_id`,
-    [organizationName, hashApiKey(apiKey), apiKey.slice(0, KEY_PREFIX.length + 6)],
+    [organizationName, hashApiKey(apiKey), apiKey.slice(0, KEY_PREFIX.length + 6), newWebhookSecret()],
   );
   const row = rows[0];
   if (!row) {

@@ -46,6 +46,28 @@ export const apiKey = pgTable(
   (t) => [index('idx_api_key_organization').on(t.organizationId)],
 );
 
+/**
+ * Each organization's webhook signing secrets (Standard Webhooks `whsec_…`). The current one has
+ * no expiry; after a rotation the previous one keeps signing until `expires_at`, so receivers
+ * can switch without a gap. Stored as is: an HMAC key must be usable to sign.
+ */
+export const organizationWebhookSecret = pgTable(
+  'organization_webhook_secret',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    secret: text('secret').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }),
+  },
+  (t) => [
+    index('idx_organization_webhook_secret_organization').on(t.organizationId),
+    uniqueIndex('uq_organization_webhook_secret_current').on(t.organizationId).where(sql`expires_at IS NULL`),
+  ],
+);
+
 export const assistantConversation = pgTable(
   'assistant_conversation',
   {

@@ -17,7 +17,7 @@ import {
   OperationToolInput,
   type RetryFailedInput,
 } from '../domain/operation-input.ts';
-import { findDuplicates, parseOrThrow } from '../domain/validation.ts';
+import { type FieldIssue, findDuplicates, parseOrThrow } from '../domain/validation.ts';
 import {
   type ConversationScope,
   cancelOperation,
@@ -45,6 +45,11 @@ export interface OperationToolDeps {
   queuePrefix?: string;
   /** Whether a worker handler is registered for the type: then `background` is the default. */
   hasHandler(operationType: string): boolean;
+  /**
+   * Problems with the query_params of a background operation of this type (its handler's
+   * checks, e.g. the webhook URL); any refuses the create before anything is stored.
+   */
+  checkQueryParams?(operationType: string, queryParams: Readonly<Record<string, unknown>>): readonly FieldIssue[];
   /** Called after an operation became active (create, resume, retry), e.g. to dispatch work. */
   onActivated?(operation: OperationRecord): Promise<void>;
   /** Called after an operation was paused or cancelled, e.g. to abort batches in flight. */
@@ -135,6 +140,17 @@ async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: Crea
       'validation_failed',
       `Invalid input: execution: no worker handles operation_type "${input.operation_type}", so it cannot run in the background. Use "execution": "assistant" and process the batches yourself.`,
       { issues: [{ field: 'execution', message: 'no worker handler for this operation_type' }] },
+    );
+  }
+  const issues =
+    execution === 'background' ? (deps.checkQueryParams?.(input.operation_type, input.query_params ?? {}) ?? []) : [];
+  if (issues.length > 0) {
+    throw new AppError(
+      'validation_failed',
+      `Invalid input: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`,
+      {
+        issues,
+      },
     );
   }
   const batchSize = input.batch_size ?? OPERATION_DEFAULTS.batchSize;

@@ -6,12 +6,11 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { verifyWebhookSignature } from '../../src/handlers/webhook.ts';
+import { webhookSigningSecrets } from '../../src/store/index.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { finished, waitForProgress } from '../helpers/wait.ts';
-
-const SECRET = 'a-webhook-secret-of-some-length';
 
 interface Received {
   itemId: string;
@@ -25,6 +24,8 @@ describe('operator surfaces and the webhook handler (postgres)', () => {
   let receiverUrl: string;
   const received: Received[] = [];
   const flakyAttempts = new Map<string, number>();
+  /** The tenant's webhook secret, which the receiver verifies with. */
+  let secret = '';
 
   beforeAll(async () => {
     receiver = createServer(async (req: IncomingMessage, res) => {
@@ -33,16 +34,14 @@ describe('operator surfaces and the webhook handler (postgres)', () => {
         chunks.push(chunk as Buffer);
       }
       const body = Buffer.concat(chunks).toString('utf8');
-      const { item_id: itemId } = JSON.parse(body) as { item_id: string };
-      received.push({
-        itemId,
-        signed: verifyWebhookSignature({
-          secret: SECRET,
-          timestamp: req.headers['x-opspad-timestamp'] as string,
-          body,
-          signature: req.headers['x-opspad-signature'] as string,
-        }),
-      });
+      const itemId = (JSON.parse(body) as { data: { item_id: string } }).data.item_id;
+      let signed = true;
+      try {
+        new Webhook(secret).verify(body, req.headers as Record<string, string>);
+      } catch {
+        signed = false;
+      }
+      received.push({ itemId, signed });
       if (itemId.startsWith('bad')) {
         res.writeHead(400).end('no such contact');
       } else if (itemId.startsWith('flaky') && (flakyAttempts.get(itemId) ?? 0) === 0) {
@@ -58,9 +57,14 @@ describe('operator surfaces and the webhook handler (postgres)', () => {
 
     harness = await startHarness('postgres', {
       workers: true,
-      env: { OPSPAD_WEBHOOK_SECRET: SECRET, OPSPAD_LEASE_TTL: '5s', OPSPAD_JOB_LOCK_TTL: '2s' },
+      env: {
+        OPSPAD_WEBHOOK_ALLOW: new URL(receiverUrl).host,
+        OPSPAD_LEASE_TTL: '5s',
+        OPSPAD_JOB_LOCK_TTL: '2s',
+      },
     });
     tenant = await harness.newTenant();
+    [secret = ''] = await webhookSigningSecrets(harness.db, tenant.organizationId);
   });
   afterAll(async () => {
     await harness.close();
@@ -87,7 +91,7 @@ describe('operator surfaces and the webhook handler (postgres)', () => {
     );
     expect(rows.find((r) => r.item_id === 'flaky-1')?.status).toBe('completed');
     expect(rows.find((r) => r.item_id === 'bad-1')).toMatchObject({ status: 'failed' });
-    expect(rows.find((r) => r.item_id === 'bad-1')?.reason).toMatch(/HTTP 400: no such contact/);
+    expect(rows.find((r) => r.item_id === 'bad-1')?.reason).toBe('HTTP 400 from the receiver');
     expect(received.filter((r) => r.itemId === 'flaky-1')).toHaveLength(2);
     expect(received.filter((r) => r.itemId === 'bad-1')).toHaveLength(1);
     expect(received.every((r) => r.signed)).toBe(true);

@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { canonicalAddress, classifyAddress, embeddedIPv4 } from './address-class.ts';
+
+describe('classifyAddress', () => {
+  it.each([
+    ['127.0.0.1', 'loopback'],
+    ['127.255.255.254', 'loopback'],
+    ['0.0.0.0', 'unspecified'],
+    ['0.1.2.3', 'unspecified'],
+    ['10.0.0.1', 'private'],
+    ['172.16.0.1', 'private'],
+    ['172.31.255.255', 'private'],
+    ['192.168.1.1', 'private'],
+    ['100.64.0.1', 'shared'],
+    ['100.127.255.255', 'shared'],
+    ['169.254.169.254', 'link-local'],
+    ['169.254.0.1', 'link-local'],
+    ['224.0.0.1', 'multicast'],
+    ['239.255.255.250', 'multicast'],
+    ['255.255.255.255', 'reserved'],
+    ['240.0.0.1', 'reserved'],
+    ['192.0.0.192', 'reserved'],
+    ['198.18.0.1', 'reserved'],
+    ['192.0.2.1', 'documentation'],
+    ['::', 'unspecified'],
+    ['::1', 'loopback'],
+    ['[::1]', 'loopback'],
+    ['0:0:0:0:0:0:0:1', 'loopback'],
+    ['fd00:ec2::254', 'unique-local'],
+    ['fc00::1', 'unique-local'],
+    ['fe80::1', 'link-local'],
+    ['fec0::1', 'site-local'],
+    ['ff02::1', 'multicast'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['::ffff:7f00:1', 'loopback'],
+    ['::ffff:a9fe:a9fe', 'link-local'],
+    ['::ffff:10.0.0.1', 'private'],
+    ['64:ff9b::7f00:1', 'loopback'],
+    ['64:ff9b::a9fe:a9fe', 'link-local'],
+    ['2002:7f00:1::1', 'loopback'],
+    ['2002:c0a8:0101::', 'private'],
+    ['::7f00:1', 'reserved'],
+    ['::127.0.0.1', 'reserved'],
+    ['100::1', 'reserved'],
+    ['2001::1', 'reserved'],
+    ['2001:db8::1', 'documentation'],
+    ['3fff::1', 'documentation'],
+    ['not an address', 'reserved'],
+    ['', 'reserved'],
+  ])('%s is %s', (address, kind) => {
+    expect(classifyAddress(address)).toBe(kind);
+  });
+
+  it.each([
+    '8.8.8.8',
+    '1.1.1.1',
+    '93.184.216.34',
+    '172.32.0.1',
+    '100.128.0.1',
+    '11.0.0.1',
+    '2606:4700:4700::1111',
+    '2a00:1450:4001:80b::200e',
+    '::ffff:8.8.8.8',
+    '64:ff9b::808:808',
+    '2002:808:808::1',
+  ])('%s is public', (address) => {
+    expect(classifyAddress(address)).toBeUndefined();
+  });
+});
+
+describe('embeddedIPv4 and canonicalAddress', () => {
+  it('finds the IPv4 address in mapped, NAT64 and 6to4 forms only', () => {
+    expect(embeddedIPv4('::ffff:192.168.0.1')).toBe('192.168.0.1');
+    expect(embeddedIPv4('64:ff9b::c0a8:1')).toBe('192.168.0.1');
+    expect(embeddedIPv4('2002:c0a8:1::')).toBe('192.168.0.1');
+    expect(embeddedIPv4('2606:4700::1')).toBeUndefined();
+  });
+
+  it('turns an IPv4-mapped address into its IPv4 form and leaves the rest', () => {
+    expect(canonicalAddress('::ffff:7f00:1')).toBe('127.0.0.1');
+    expect(canonicalAddress('[::FFFF:127.0.0.1]')).toBe('127.0.0.1');
+    expect(canonicalAddress('10.0.0.1')).toBe('10.0.0.1');
+    expect(canonicalAddress('FD00::1')).toBe('fd00::1');
+  });
+});
