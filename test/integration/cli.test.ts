@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { demoFails } from '../../src/handlers/demo.ts';
-import { authenticateApiKey, createPostgresDatabase } from '../../src/store/index.ts';
+import { authenticateApiKey, createPostgresDatabase, webhookSigningSecrets } from '../../src/store/index.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
 
@@ -82,6 +82,49 @@ describe('the opspad command', () => {
     } finally {
       await db.close();
     }
+  });
+
+  it("shows an organization's webhook secret and rotates it, the previous one signing through the grace", async () => {
+    const databaseUrl = inject('databaseUrl');
+    const org = `cli-webhooks-${Date.now()}`;
+    const env = { DATABASE_URL: databaseUrl, OPSPAD_WEBHOOK_ROTATION_GRACE: '1h' };
+    const created = await opspad(['keys', 'create', '--org', org, '--json'], env);
+    const { organization_id: organizationId } = JSON.parse(created.stdout) as { organization_id: string };
+
+    const shown = await opspad(['webhooks', 'secret', '--org', org, '--json'], env);
+    expect(shown.code, shown.stderr).toBe(0);
+    const first = JSON.parse(shown.stdout) as { organization_id: string; secret: string; previous: unknown[] };
+    expect(first).toMatchObject({ organization_id: organizationId, organization: org, previous: [] });
+    expect(first.secret).toMatch(/^whsec_/);
+
+    const rotated = await opspad(['webhooks', 'secret', '--org', org, '--rotate'], env);
+    expect(rotated.code, rotated.stderr).toBe(0);
+    expect(rotated.stdout).toMatch(/Webhook secret: whsec_\S+/);
+    expect(rotated.stdout).toContain('Rotated');
+    expect(rotated.stdout).not.toContain(first.secret);
+    const db = createPostgresDatabase({ connectionString: databaseUrl, poolSize: 1 });
+    try {
+      const signing = await webhookSigningSecrets(db, organizationId);
+      expect(signing).toHaveLength(2);
+      expect(signing[1]).toBe(first.secret);
+      expect(rotated.stdout).toContain(signing[0]);
+      const [row] = await db.query<{ expires_at: Date }>(
+        'SELECT expires_at FROM organization_webhook_secret WHERE secret = $1',
+        [first.secret],
+      );
+      const inMs = (row?.expires_at.getTime() ?? 0) - Date.now();
+      expect(inMs).toBeGreaterThan(55 * 60_000);
+      expect(inMs).toBeLessThanOrEqual(3_600_000);
+    } finally {
+      await db.close();
+    }
+
+    const unknown = await opspad(['webhooks', 'secret', '--org', `${org}-nobody`], env);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain(`No organization is named "${org}-nobody"`);
+    const usage = await opspad(['webhooks', 'secret'], env);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('Usage: opspad webhooks secret --org <name>');
   });
 
   it('stops at start with a message naming a bad variable', async () => {
@@ -166,6 +209,12 @@ describe('opspad start on the embedded database', () => {
       const keys = await opspad(['keys', 'create', '--org', 'acme', '--json'], env);
       expect(keys.code, keys.stderr).toBe(0);
       const { api_key: apiKey } = JSON.parse(keys.stdout) as { api_key: string };
+      const secret = await opspad(['webhooks', 'secret', '--org', 'acme', '--json'], env);
+      expect(secret.code, secret.stderr).toBe(0);
+      expect(JSON.parse(secret.stdout)).toMatchObject({
+        organization: 'acme',
+        secret: expect.stringMatching(/^whsec_/),
+      });
       const conversation = '7b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f';
       const response = await fetch(
         `http://127.0.0.1:${port}/v1/conversations/${conversation}/tools/manage_assistant_operation`,
