@@ -209,6 +209,17 @@ describe('names are checked on the address actually connected to', () => {
     expect(listener.received).toEqual([]);
   });
 
+  it('checks https the same way: the name goes through the guard, the refused address gets no connection', async () => {
+    const resolver = scriptedResolver([v4('127.0.0.1')]);
+    const guard = createEgressGuard({ resolve: resolver });
+    const error = await failure(
+      guard.request(`https://hooks.test:${listener.port}/`, { method: 'POST', headers: {}, timeoutMs: 5000 }),
+    );
+    expect((error as EgressError).code).toBe('address_not_allowed');
+    expect(resolver.calls).toEqual(['hooks.test']);
+    expect(listener.received).toEqual([]);
+  });
+
   it('connects where the guard says (a .test name reaches the listener once allowed), and re-checks every connection', async () => {
     const resolver = scriptedResolver([v4('127.0.0.1')], [v4('169.254.169.254')]);
     const handler = createWebhookHandler({
