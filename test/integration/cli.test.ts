@@ -209,12 +209,6 @@ describe('opspad start on the embedded database', () => {
       const keys = await opspad(['keys', 'create', '--org', 'acme', '--json'], env);
       expect(keys.code, keys.stderr).toBe(0);
       const { api_key: apiKey } = JSON.parse(keys.stdout) as { api_key: string };
-      const secret = await opspad(['webhooks', 'secret', '--org', 'acme', '--json'], env);
-      expect(secret.code, secret.stderr).toBe(0);
-      expect(JSON.parse(secret.stdout)).toMatchObject({
-        organization: 'acme',
-        secret: expect.stringMatching(/^whsec_/),
-      });
       const conversation = '7b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f';
       const response = await fetch(
         `http://127.0.0.1:${port}/v1/conversations/${conversation}/tools/manage_assistant_operation`,

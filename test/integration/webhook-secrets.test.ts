@@ -4,7 +4,11 @@
  * previous secret signing until its grace ends, and no more than three secrets ever sign at once.
  */
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type KeyCommand, keyCommandViaLocalControl, listenLocalControl } from '../../src/cli/local-control.ts';
 import {
   createApiKey,
   MAX_SIGNING_SECRETS,
@@ -73,5 +77,32 @@ describe.each(ENGINES)('webhook secrets (%s)', (engine) => {
 
   it('answers null for an organization that does not exist, creating nothing', async () => {
     expect(await webhookSecretOf(db, `nobody-${randomUUID()}`, { rotate: true, graceMs: 1000 })).toBeNull();
+  });
+});
+
+describe('webhook secrets through the control socket (the CLI beside a service on the embedded database)', () => {
+  it('shows and rotates a secret in the process that holds the database', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-control-'));
+    const db = await openTestDatabase('pglite');
+    const control = await listenLocalControl(dataDir, db);
+    try {
+      await createApiKey(db, 'acme');
+      const command = { op: 'webhook_secret', org: 'acme', rotate: false, grace_ms: 60_000 } as const;
+      const shown = (await keyCommandViaLocalControl(dataDir, command))?.result as { secret: string };
+      expect(shown.secret).toMatch(/^whsec_/);
+      const rotated = (await keyCommandViaLocalControl(dataDir, { ...command, rotate: true }))?.result as {
+        secret: string;
+        previous: { expires_at: string }[];
+      };
+      expect(rotated.secret).not.toBe(shown.secret);
+      expect(rotated.previous).toHaveLength(1);
+      await expect(
+        keyCommandViaLocalControl(dataDir, { ...command, grace_ms: -1 } as unknown as KeyCommand),
+      ).rejects.toThrow(/refused/);
+    } finally {
+      await new Promise((resolve) => control.close(resolve));
+      await db.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
