@@ -47,6 +47,7 @@ describe.each(ENGINES)('the store on %s', (engine) => {
       'context_render',
       'operation_event',
       'organization',
+      'organization_webhook_secret',
       'scratchpad',
       'scratchpad_event',
       'scratchpad_note',
