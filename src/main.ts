@@ -26,6 +26,7 @@ import { createReorganizeQueue, type ReorganizeQueue, startReorganizeWorker } fr
 import { startWorkerPool, type WorkerPool } from './queue/worker-pool.ts';
 import type { ReorganizeDeps } from './reorganizer/reorganize.ts';
 import { selectReorganizer } from './reorganizer/select.ts';
+import { runShutdown, type ShutdownStep, ShutdownTimeoutError } from './shutdown.ts';
 import type { ConversationScope, Queryable } from './store/index.ts';
 import { type OpspadDatabase, openDatabase, runMigrations, webhookSigningSecrets } from './store/index.ts';
 import { createToolRegistry } from './tools/registry.ts';
@@ -60,14 +61,24 @@ export interface Opspad {
   /** True when the password was generated because OPSPAD_ADMIN_PASSWORD is unset. */
   adminPasswordGenerated: boolean;
   reconciler: Reconciler | undefined;
-  /** Graceful: stop accepting requests, finish or release running batches, close connections. */
+  /** What {@link close} runs, in order; for a caller that adds steps of its own under one bound. */
+  shutdownSteps: readonly ShutdownStep[];
+  /**
+   * Graceful: stop accepting requests, finish or release running batches, close connections,
+   * all within OPSPAD_SHUTDOWN_TIMEOUT; past it, rejects with a {@link ShutdownTimeoutError}
+   * naming the step it gave up on, after dropping the connections it could.
+   */
   close(): Promise<void>;
 }
 
-/** Hard limit on shutdown: a stuck connection must not keep the process alive forever. */
-const SHUTDOWN_TIMEOUT_MS = 15_000;
-/** How long running batches may take to finish at shutdown before they are aborted. */
-const BATCH_GRACE_MS = 10_000;
+/**
+ * Shares of the shutdown bound: requests in flight get a fifth of it to finish before their
+ * connections are closed, running batches half of it before they are aborted (they then record
+ * what they finished and release the rest); the remainder is for that and for closing queues,
+ * Redis and the database. With the default 15 s: 3 s and 7.5 s.
+ */
+const HTTP_DRAIN_SHARE = 0.2;
+const BATCH_GRACE_SHARE = 0.5;
 
 /** `database` is called at work time only: handlers are registered before it is opened. */
 function builtInHandlers(config: Config, database: () => Queryable): Handler[] {
@@ -218,43 +229,42 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     });
   }
 
+  const shutdownTimeoutMs = config.OPSPAD_SHUTDOWN_TIMEOUT;
+  const closeRedis = () => {
+    producer.disconnect();
+    workerConnection?.disconnect();
+  };
+  const shutdownSteps: ShutdownStep[] = [
+    {
+      name: 'HTTP server',
+      async run() {
+        accepting = false; // readiness fails and event streams end from now on
+        if (server) {
+          const open = server;
+          const closed = new Promise<void>((resolve) => open.close(() => resolve()));
+          open.closeIdleConnections();
+          const drain = setTimeout(() => open.closeAllConnections(), shutdownTimeoutMs * HTTP_DRAIN_SHARE);
+          await closed;
+          clearTimeout(drain);
+        }
+      },
+      force: () => server?.closeAllConnections(),
+    },
+    { name: 'workers', run: async () => workerPool?.close(shutdownTimeoutMs * BATCH_GRACE_SHARE) },
+    { name: 'reorganize worker', run: async () => reorganizeWorker?.close() },
+    { name: 'reconciler', run: async () => reconciler?.stop() },
+    { name: 'queues', run: async () => Promise.all([dispatcher.close(), reorganizeQueue.close()]) },
+    { name: 'Redis', run: async () => closeRedis(), force: closeRedis },
+    { name: 'database', run: () => (options.db ? Promise.resolve() : db.close()) },
+  ];
+
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
-      accepting = false;
-      const hardStop = setTimeout(() => server?.closeAllConnections(), SHUTDOWN_TIMEOUT_MS);
-      const steps: [string, () => Promise<unknown>][] = [
-        [
-          'HTTP server',
-          async () => {
-            if (server) {
-              const closed = new Promise<void>((resolve) => server?.close(() => resolve()));
-              server.closeIdleConnections();
-              await closed;
-            }
-          },
-        ],
-        ['workers', async () => workerPool?.close(BATCH_GRACE_MS)],
-        ['reorganize worker', async () => reorganizeWorker?.close()],
-        ['reconciler', async () => reconciler?.stop()],
-        ['queues', async () => Promise.all([dispatcher.close(), reorganizeQueue.close()])],
-        [
-          'Redis',
-          async () => {
-            producer.disconnect();
-            workerConnection?.disconnect();
-          },
-        ],
-        ['database', () => (options.db ? Promise.resolve() : db.close())],
-      ];
-      for (const [name, step] of steps) {
-        try {
-          await step();
-        } catch (error) {
-          logger.error({ err: error }, `closing the ${name} failed`);
-        }
+      const report = await runShutdown(shutdownSteps, { timeoutMs: shutdownTimeoutMs, logger });
+      if (report.stuck) {
+        throw new ShutdownTimeoutError(report.stuck, shutdownTimeoutMs);
       }
-      clearTimeout(hardStop);
     })();
     return closing;
   };
@@ -270,6 +280,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     admin,
     adminPasswordGenerated,
     reconciler,
+    shutdownSteps,
     close,
   };
 }

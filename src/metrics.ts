@@ -2,6 +2,7 @@
  * Prometheus metrics. One registry per opspad instance (tests run several in one process).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { droppedLogLines } from './log-sink.ts';
 
 export interface Metrics {
   registry: Registry;
@@ -9,6 +10,7 @@ export interface Metrics {
   batchDuration: Histogram<'operation_type'>;
   leaseExpiries: Counter<'operation_type'>;
   queueDepth: Gauge<'queue' | 'state'>;
+  logLinesDropped: Counter;
 }
 
 export function createMetrics(): Metrics {
@@ -39,6 +41,16 @@ export function createMetrics(): Metrics {
       help: 'Jobs in each BullMQ queue, by state; read from Redis at scrape time.',
       labelNames: ['queue', 'state'],
       registers: [registry],
+    }),
+    logLinesDropped: new Counter({
+      name: 'opspad_log_lines_dropped_total',
+      help: 'Log lines dropped because stdout was not being read (or was closed); counted for the whole process.',
+      registers: [registry],
+      // The count lives in the process's one stdout sink, shared by every logger.
+      collect() {
+        this.reset();
+        this.inc(droppedLogLines());
+      },
     }),
   };
 }

@@ -5,25 +5,15 @@ import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { BOARD_PATH } from '../api/board.ts';
 import { type Config, ConfigError, loadConfig } from '../config/env.ts';
+import { stdoutLogSink, writeStderr } from '../log-sink.ts';
 import { createLogger, type Logger } from '../logger.ts';
-import { createOpspad } from '../main.ts';
 import { serveMcpOverStdio } from '../mcp/stdio.ts';
-import { assertRedisReachable } from '../queue/connection.ts';
-import {
-  type ApiKeySummary,
-  type CreatedApiKey,
-  type OpspadDatabase,
-  openDatabase,
-  runMigrations,
-} from '../store/index.ts';
+import type { ApiKeySummary, CreatedApiKey } from '../store/index.ts';
 import { isToolFormat, TOOL_FORMATS, toolsInFormat } from '../tools/formats.ts';
-import {
-  ensureEmbeddedDatabaseFree,
-  type KeyCommand,
-  keyCommandViaLocalControl,
-  listenLocalControl,
-  runKeyCommand,
-} from './local-control.ts';
+import { type KeyCommand, keyCommandViaLocalControl, runKeyCommand } from './local-control.ts';
+import { boardLine, openForCommand, startLocal } from './local-service.ts';
+import { exitOnSignals, shutdownAndExit, shutdownInProgress } from './process-exit.ts';
+import { UsageError } from './usage-error.ts';
 import { watchOperation } from './watch.ts';
 import { webhooks } from './webhooks.ts';
 
@@ -55,101 +45,13 @@ Configuration comes from the environment: DATABASE_URL (unset: embedded PGlite u
 OPSPAD_DATA_DIR, default ./.opspad), REDIS_URL, PORT, HOST, OPSPAD_HANDLERS and more; see
 README.md.`;
 
-class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
-
-/** Opens the configured database, refusing an embedded one another process holds. */
-async function openForCommand(config: Config): Promise<OpspadDatabase> {
-  if (!config.DATABASE_URL) {
-    await ensureEmbeddedDatabaseFree(config.OPSPAD_DATA_DIR);
-  }
-  const db = await openDatabase(config);
-  await runMigrations(db);
-  return db;
-}
-
-/** Runs until SIGINT or SIGTERM; a second signal exits at once. */
-interface LocalService {
-  opspad: Awaited<ReturnType<typeof createOpspad>>;
-  db: OpspadDatabase;
-  /** Graceful stop: service, control socket, database. */
-  stop(): Promise<void>;
-}
-
-/** Starts opspad in this process (API and workers, or workers only). */
-async function startLocal(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<LocalService> {
-  if (role === 'worker' && !config.DATABASE_URL) {
-    throw new UsageError(
-      'opspad worker needs DATABASE_URL: workers in their own processes share one Postgres server. The embedded database serves a single process; use opspad start for that.',
-    );
-  }
-  // Before the database: a missing Redis is the most common first-run problem; say so at once.
-  await assertRedisReachable(config.REDIS_URL);
-  const db = await openForCommand(config);
-  const control = config.DATABASE_URL ? null : await listenLocalControl(config.OPSPAD_DATA_DIR, db);
-  let opspad: Awaited<ReturnType<typeof createOpspad>>;
-  try {
-    opspad = await createOpspad({ config, logger, db, api: role === 'all' });
-  } catch (error) {
-    control?.close();
-    await db.close();
-    throw error;
-  }
-  if (!config.DATABASE_URL) {
-    logger.info(
-      { dataDir: config.OPSPAD_DATA_DIR },
-      'using the embedded PGlite database (set DATABASE_URL for Postgres)',
-    );
-  }
-  return {
-    opspad,
-    db,
-    async stop() {
-      await opspad.close();
-      await new Promise<void>((resolve) => (control ? control.close(() => resolve()) : resolve()));
-      await db.close().catch((error: unknown) => logger.error({ err: error }, 'closing the database failed'));
-    },
-  };
-}
-
-function boardLine(opspad: LocalService['opspad']): string {
-  const password = opspad.adminPasswordGenerated
-    ? `${opspad.admin.password} (generated for this run; set OPSPAD_ADMIN_PASSWORD to choose one)`
-    : '(OPSPAD_ADMIN_PASSWORD)';
-  return `Bull Board: ${opspad.url}${BOARD_PATH}  user: ${opspad.admin.user}  password: ${password}`;
-}
-
-/** Stops gracefully on SIGINT or SIGTERM; a second signal exits at once. */
-function stopOnSignals(service: LocalService, logger: Logger): void {
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) {
-      logger.warn({ signal }, 'second signal: exiting now');
-      process.exit(1);
-    }
-    stopping = true;
-    logger.info({ signal }, 'shutting down: finishing the batches in flight');
-    const hardStop = setTimeout(() => {
-      logger.error('shutdown took too long: exiting');
-      process.exit(1);
-    }, 30_000);
-    hardStop.unref();
-    await service.stop();
-    logger.info('stopped');
-    process.exit(0);
-  };
-  process.on('SIGINT', () => void shutdown('SIGINT'));
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-}
-
-/** Runs until SIGINT or SIGTERM. */
+/** Runs until SIGINT or SIGTERM, then shuts down within OPSPAD_SHUTDOWN_TIMEOUT and exits. */
 async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<void> {
   const service = await startLocal(config, logger, role);
   if (service.opspad.url) {
-    process.stderr.write(`\n${boardLine(service.opspad)}\n\n`);
+    writeStderr(`\n${boardLine(service.opspad)}\n`);
   }
-  stopOnSignals(service, logger);
+  exitOnSignals(service.shutdownSteps, { logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT });
 }
 
 /**
@@ -181,6 +83,11 @@ async function demo(config: Config, args: string[]): Promise<number> {
   // Logs would tear the progress bar apart: only warnings from a service started here.
   const logger = createLogger('warn');
   const local = running ? undefined : await startLocal(config, logger, 'all');
+  const stopping = { logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT };
+  if (local) {
+    // A signal stops the service started here within the bound, as it stops `opspad start`.
+    exitOnSignals(local.shutdownSteps, stopping);
+  }
   const url = local?.opspad.url ?? baseUrl;
   const created = (await (local
     ? runKeyCommand(local.db, { op: 'create', org: 'demo' })
@@ -212,7 +119,12 @@ async function demo(config: Config, args: string[]): Promise<number> {
     `${local ? boardLine(local.opspad) : `Bull Board: ${url}${BOARD_PATH}  user: ${config.OPSPAD_ADMIN_USER}  password: (OPSPAD_ADMIN_PASSWORD)`}\n`,
   );
   out.write(`Operator view: ${url}/admin/operations\n\n`);
-  const last = await watchOperation({ baseUrl: url, apiKey: created.api_key, operationId: body.operation_id, out });
+  const last = await watchOperation({
+    baseUrl: url,
+    apiKey: created.api_key,
+    operationId: body.operation_id,
+    out,
+  }).catch((error: unknown) => shutdownInProgress() ?? Promise.reject(error)); // a signal ended the stream
   if (last) {
     out.write(
       `\nDone: ${last.completed_count} completed, ${last.failed_count} failed of ${last.total_items} (${last.status}).\n`,
@@ -220,11 +132,10 @@ async function demo(config: Config, args: string[]): Promise<number> {
   }
   if (local && !values.exit && out.isTTY) {
     out.write('opspad keeps running so you can look around; Ctrl-C stops it.\n');
-    stopOnSignals(local, logger);
     return -1;
   }
-  await local?.stop();
-  return last?.status === 'completed' ? 0 : 1;
+  const code = last?.status === 'completed' ? 0 : 1;
+  return local ? shutdownAndExit(local.shutdownSteps, { ...stopping, exitCode: code }) : code;
 }
 
 async function opsWatch(config: Config, args: string[]): Promise<number> {
@@ -245,6 +156,9 @@ async function opsWatch(config: Config, args: string[]): Promise<number> {
   const last = await watchOperation({ baseUrl, apiKey, operationId, out: process.stdout });
   return last && (last.status === 'completed' || last.status === 'cancelled') ? 0 : 1;
 }
+
+/** How long `opspad mcp` may live once its session has ended. */
+const MCP_EXIT_WITHIN_MS = 1000;
 
 const CONVERSATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -267,7 +181,10 @@ async function mcp(config: Config, args: string[]): Promise<number> {
   }
   const baseUrl = values.url ?? config.OPSPAD_URL ?? `http://${config.HOST}:${config.PORT}`;
   await serveMcpOverStdio({ baseUrl, apiKey, conversationId });
-  return 0;
+  // The session is over: a call opspad has not answered yet, or a keep-alive socket, must not
+  // keep the process alive. The last answers get what is left of a second to reach the client.
+  await stdoutLogSink().flush(MCP_EXIT_WITHIN_MS);
+  return process.exit(0);
 }
 
 /** `opspad tools print`: the tool definitions in a vendor's format, built here (no server). */

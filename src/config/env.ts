@@ -92,6 +92,8 @@ export const EnvSchema = z.object({
   OPSPAD_LEASE_TTL: duration.default(120_000),
   /** How often the reconciler re-dispatches lost work and expires idle operations. */
   OPSPAD_RECONCILE_INTERVAL: duration.default(15_000),
+  /** One bound for a whole shutdown; past it the process exits with code 3, naming the stuck step. */
+  OPSPAD_SHUTDOWN_TIMEOUT: duration.default(15_000),
   /** BullMQ job lock; a worker that dies is noticed within about this long. */
   OPSPAD_JOB_LOCK_TTL: duration.default(30_000),
   /** Requests per API key on /v1, as `<count>/<duration>` (e.g. 1000/1s, 600/1m); 429 beyond. */

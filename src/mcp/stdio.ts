@@ -1,6 +1,8 @@
 /**
  * `opspad mcp`: serves the MCP server over this process's stdin and stdout until the client
- * closes stdin (or a signal arrives). Stdout carries the protocol only; diagnostics go to stderr.
+ * closes stdin, its end of stdout goes away (EPIPE), or a signal arrives. Stdout carries the
+ * protocol only; diagnostics go to stderr. Ending the session aborts the calls still in flight;
+ * the command then exits within a second, whatever is still open.
  */
 import { createRequire } from 'node:module';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
@@ -29,13 +31,21 @@ export async function serveMcpOverStdio(options: McpCommandOptions): Promise<voi
     mcp.server.onclose = resolve;
   });
   const close = () => void mcp.close();
-  process.stdin.once('end', close);
-  process.once('SIGINT', close);
-  process.once('SIGTERM', close);
+  // 'end' is EOF; 'close' also covers a stdin destroyed by an error.
+  const ends: [NodeJS.EventEmitter, string][] = [
+    [process.stdin, 'end'],
+    [process.stdin, 'close'],
+    [process.stdout, 'error'],
+    [process, 'SIGINT'],
+    [process, 'SIGTERM'],
+  ];
+  for (const [emitter, event] of ends) {
+    emitter.once(event, close);
+  }
   await mcp.connect(new StdioServerTransport());
   log(`serving conversation ${options.conversationId} from ${client.baseUrl} (${tools.length} tools)`);
   await closed;
-  process.stdin.off('end', close);
-  process.off('SIGINT', close);
-  process.off('SIGTERM', close);
+  for (const [emitter, event] of ends) {
+    emitter.off(event, close);
+  }
 }
