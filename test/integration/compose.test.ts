@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { loadConfig } from '../../src/config/env.ts';
 
 const root = (path: string) => fileURLToPath(new URL(`../../${path}`, import.meta.url));
 
@@ -18,6 +19,7 @@ interface Service {
   healthcheck?: { test: string[] };
   depends_on?: Record<string, { condition: string }>;
   deploy?: { replicas?: number };
+  stop_grace_period?: string;
 }
 
 describe('docker-compose.yml', () => {
@@ -56,5 +58,13 @@ describe('docker-compose.yml', () => {
     expect(dockerfile).toMatch(/^FROM node:20/m);
     expect(dockerfile).toContain('COPY drizzle ./drizzle');
     expect(dockerfile).toContain('CMD ["node", "bin/opspad.js", "start"]');
+  });
+
+  it("gives opspad's processes longer than their shutdown bound before Docker's SIGKILL", () => {
+    const bound = loadConfig({}).OPSPAD_SHUTDOWN_TIMEOUT;
+    for (const service of [app, worker]) {
+      const grace = /^(\d+)s$/.exec(service?.stop_grace_period ?? '')?.[1];
+      expect(Number(grace) * 1000).toBeGreaterThan(bound);
+    }
   });
 });
