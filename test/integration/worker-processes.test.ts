@@ -227,7 +227,8 @@ describe('worker processes (postgres, real child processes)', () => {
     const signalledAt = Date.now();
     first.process.kill('SIGTERM');
     expect(await first.waitForExit()).toEqual({ code: 0, signal: null });
-    // Finished its batches (at most 1.5 s each), well before the 10 s grace or the 30 s hard stop.
+    // Finished its batches (at most 1.5 s each), well before the batch grace (7.5 s) or the
+    // shutdown bound (OPSPAD_SHUTDOWN_TIMEOUT, 15 s).
     expect(Date.now() - signalledAt).toBeLessThan(10_000);
     await within(first.closed, EXIT_TIMEOUT_MS, 'the first worker’s output');
     expect(first.lines.map(logMessage)).toContain('stopped');
