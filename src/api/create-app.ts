@@ -14,6 +14,7 @@ import { requireApiKey } from './auth.ts';
 import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
+import { jsonBody } from './json-body.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
@@ -81,7 +82,7 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.rateLimit) {
     v1.use(deps.rateLimit);
   }
-  v1.use(express.json({ limit: deps.maxBodyBytes }));
+  v1.use(jsonBody(deps.maxBodyBytes));
   v1.use(rejectUnstorableValues);
   v1.use(toolsRouter(deps.tools));
   v1.use(contextRouter(deps.db, deps.scratchpad.reciteBudget));

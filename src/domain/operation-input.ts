@@ -8,6 +8,7 @@
  * the JSON Schema through `.meta({ default })`.
  */
 import { z } from 'zod';
+import { MAX_INT4 } from './validation.ts';
 
 export const OPERATION_DEFAULTS = {
   batchSize: 5,
@@ -151,6 +152,8 @@ export const GetInput = z.strictObject({
   failures_cursor: z
     .string()
     .regex(/^\d{1,10}$/, 'must be the next_failures_cursor returned by a previous get')
+    // Ten digits may still be past the largest ordinal (a Postgres integer): refuse, not overflow.
+    .refine((cursor) => Number(cursor) <= MAX_INT4, 'must be the next_failures_cursor returned by a previous get')
     .nullish()
     .describe('Continue the list of failures where the previous get stopped.'),
   failures_limit: z.number().int().min(1).max(500).nullish().meta({ default: OPERATION_DEFAULTS.failuresPageSize }),

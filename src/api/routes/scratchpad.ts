@@ -12,7 +12,7 @@ import { Router } from 'express';
 import { z } from 'zod';
 import { normalizePad } from '../../domain/scratchpad.ts';
 import { PadSettingsInput, PutScratchpadBody, ReorganizeBody } from '../../domain/scratchpad-input.ts';
-import { parseOrThrow } from '../../domain/validation.ts';
+import { MAX_INT4, parseOrThrow } from '../../domain/validation.ts';
 import { type ReorganizeDeps, reorganizeScratchpad } from '../../reorganizer/reorganize.ts';
 import {
   type ConversationScope,
@@ -28,7 +28,13 @@ import { principalOf } from '../auth.ts';
 import { conversationIdOf } from '../params.ts';
 
 const Page = z.object({
-  before: z.coerce.number().int().min(1).optional(),
+  // Versions are Postgres integers; event ids are bigints, which every safe integer fits.
+  before: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_INT4, `must be at most ${MAX_INT4}: a next_before returned by a previous page`)
+    .optional(),
   after: z.coerce.number().int().min(0).optional(),
   limit: z.coerce.number().int().min(1).max(500).default(50),
 });
@@ -67,7 +73,7 @@ export function scratchpadRouter(deps: ScratchpadRoutesDeps): Router {
 
   router.get('/conversations/:conversationId/scratchpad/versions', async (req, res) => {
     const page = parseOrThrow(Page, req.query, 'query');
-    const versions = await listPadVersions(deps.db, scopeOf(req, res), page.before ?? 2 ** 31 - 1, page.limit);
+    const versions = await listPadVersions(deps.db, scopeOf(req, res), page.before ?? MAX_INT4, page.limit);
     res.json({
       versions,
       next_before: versions.length === page.limit ? (versions.at(-1)?.version ?? null) : null,
