@@ -5,16 +5,18 @@
 import type { Queue } from 'bullmq';
 import express, { type RequestHandler } from 'express';
 import { AppError } from '../domain/errors.ts';
+import { DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
 import { findUnstorableValue } from '../domain/validation.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Database } from '../store/index.ts';
+import { OPERATION_TOOL_NAME } from '../tools/operation-tool.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey } from './auth.ts';
 import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
-import { jsonBody } from './json-body.ts';
+import { jsonBody, otherBodyLimit } from './json-body.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
@@ -82,7 +84,23 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.rateLimit) {
     v1.use(deps.rateLimit);
   }
-  v1.use(jsonBody(deps.maxBodyBytes));
+  // A create carries up to OPSPAD_MAX_ITEMS ids; no other route reads more than it can accept.
+  v1.post(
+    `/conversations/:conversationId/tools/${OPERATION_TOOL_NAME}`,
+    jsonBody({
+      bytes: deps.maxBodyBytes,
+      variable: 'OPSPAD_MAX_BODY_BYTES',
+      advice: 'Send fewer items per call.',
+    }),
+  );
+  v1.use(
+    jsonBody(
+      otherBodyLimit(
+        deps.maxBodyBytes,
+        deps.scratchpad.sizeLimits?.scratchpadBytes ?? DEFAULT_SIZE_LIMITS.scratchpadBytes,
+      ),
+    ),
+  );
   v1.use(rejectUnstorableValues);
   v1.use(toolsRouter(deps.tools));
   v1.use(contextRouter(deps.db, deps.scratchpad.reciteBudget));
@@ -92,6 +110,6 @@ export function createApp(deps: AppDeps): express.Express {
   app.use('/v1', v1);
 
   app.use(notFoundHandler);
-  app.use(errorMiddleware(deps.logger, deps.maxBodyBytes));
+  app.use(errorMiddleware(deps.logger));
   return app;
 }

@@ -18,9 +18,9 @@ function fromRouter(error: unknown): AppError | null {
   return null;
 }
 
-export function errorMiddleware(logger: Logger, maxBodyBytes: number): ErrorRequestHandler {
+export function errorMiddleware(logger: Logger): ErrorRequestHandler {
   return (error, req, res, _next) => {
-    const appError = fromRouter(error) ?? bodyParseError(error, req, maxBodyBytes) ?? toAppError(error);
+    const appError = fromRouter(error) ?? bodyParseError(error, req) ?? toAppError(error);
     if (appError.code === 'internal_error') {
       logger.error({ err: error, method: req.method, path: req.path }, 'request failed');
     }

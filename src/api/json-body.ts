@@ -17,10 +17,37 @@ import { AppError } from '../domain/errors.ts';
 
 const SUPPORTED_ENCODINGS = 'gzip, deflate, br or none (identity)';
 
-/** The JSON body parser of /v1: UTF-8 only, `maxBytes` after decompression. */
-export function jsonBody(maxBytes: number): RequestHandler {
-  return express.json({
-    limit: maxBytes,
+/** A body limit, and how the error that enforces it explains it. */
+export interface BodyLimit {
+  bytes: number;
+  /** The variable that sets it. */
+  variable: string;
+  /** What to do about it, in the error message. */
+  advice: string;
+}
+
+/**
+ * The limit of bodies other than the operation tool's: a create carries up to OPSPAD_MAX_ITEMS
+ * ids, everything else at most a pad (and its JSON escapes) or a note. Parsing and validating a
+ * body costs time on the event loop in proportion to its size, so no route reads more than
+ * what it can accept.
+ */
+export function otherBodyLimit(maxBodyBytes: number, maxPadBytes: number): BodyLimit {
+  return {
+    bytes: Math.min(maxBodyBytes, Math.max(1024 * 1024, 2 * maxPadBytes)),
+    variable: 'OPSPAD_MAX_SCRATCHPAD_BYTES',
+    advice:
+      'Only manage_assistant_operation takes bodies up to OPSPAD_MAX_BODY_BYTES; other routes take the larger of 1 MiB and twice OPSPAD_MAX_SCRATCHPAD_BYTES. Send less per call.',
+  };
+}
+
+/** Which limit read each request's body (for the error, and so a body is parsed once). */
+const limitOfRequest = new WeakMap<IncomingMessage, BodyLimit>();
+
+/** The JSON body parser: UTF-8 only, at most `limit.bytes` after decompression. */
+export function jsonBody(limit: BodyLimit): RequestHandler {
+  const parse = express.json({
+    limit: limit.bytes,
     verify(_req, _res, body, encoding) {
       if (encoding !== 'utf-8') {
         throw new AppError(
@@ -38,6 +65,14 @@ export function jsonBody(maxBytes: number): RequestHandler {
       }
     },
   });
+  return (req, res, next) => {
+    if (limitOfRequest.has(req)) {
+      next(); // an earlier, route-specific parser has read it
+      return;
+    }
+    limitOfRequest.set(req, limit);
+    parse(req, res, next);
+  };
 }
 
 function contentEncodingOf(req: IncomingMessage): string {
@@ -50,17 +85,18 @@ function contentEncodingOf(req: IncomingMessage): string {
  * The {@link AppError} for an error body-parser (or raw-body, or zlib under them) raised while
  * reading a body; null when `error` is not one of theirs.
  */
-export function bodyParseError(error: unknown, req: IncomingMessage, maxBytes: number): AppError | null {
+export function bodyParseError(error: unknown, req: IncomingMessage): AppError | null {
   if (error instanceof AppError) {
     return error; // thrown by our own verify hook
   }
   const fields = (error ?? {}) as { type?: unknown; expose?: unknown; errno?: unknown; code?: unknown };
   const { type } = fields;
-  if (type === 'entity.too.large') {
+  const limit = limitOfRequest.get(req);
+  if (type === 'entity.too.large' && limit) {
     return new AppError(
       'body_too_large',
-      `The request body is larger than the limit of ${maxBytes} bytes (OPSPAD_MAX_BODY_BYTES), counted after decompression. Send fewer items per call.`,
-      { field: '(body)', limit_bytes: maxBytes, variable: 'OPSPAD_MAX_BODY_BYTES' },
+      `The request body is larger than the limit of ${limit.bytes} bytes (${limit.variable}), counted after decompression. ${limit.advice}`,
+      { field: '(body)', limit_bytes: limit.bytes, variable: limit.variable },
     );
   }
   if (type === 'entity.parse.failed') {

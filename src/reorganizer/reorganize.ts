@@ -12,15 +12,16 @@
 import { AppError } from '../domain/errors.ts';
 import {
   citationIssues,
+  completePad,
   countsOfPad,
   mergeRefs,
   messageRefs,
-  normalizePad,
   type Pad,
   type PadCounts,
   type PadRef,
   ReorganizedPad,
 } from '../domain/scratchpad.ts';
+import type { SizeLimits } from '../domain/size-limits.ts';
 import type { Logger } from '../logger.ts';
 import {
   appendScratchpadEvent,
@@ -39,6 +40,8 @@ export interface ReorganizeDeps {
   reorganizer: Reorganizer;
   reciteBudget: number;
   logger: Logger;
+  /** OPSPAD_MAX_SCRATCHPAD_BYTES: what a reorganization (or a write over the API) may store. */
+  sizeLimits?: SizeLimits;
 }
 
 export interface ReorganizeOptions {
@@ -108,7 +111,7 @@ async function propose(
       continue;
     }
     const { dropped = [], ...proposed } = parsed.data;
-    const candidate = normalizePad(proposed);
+    const candidate = completePad(proposed);
     const issues = citationIssues(candidate, allowedIds);
     if (issues.length > 0) {
       failure = {
@@ -177,6 +180,7 @@ export async function reorganizeScratchpad(
         },
         isReorganization: true,
         reciteBudget: deps.reciteBudget,
+        maxBytes: deps.sizeLimits?.scratchpadBytes,
       });
       return finish({
         status: 'reorganized',

@@ -12,12 +12,15 @@ import {
   citationIssues,
   countsOfPad,
   emptyPad,
+  entryCountIssues,
   type Pad,
   type PadCounts,
   type PadIssue,
   recordRefIssues,
   recordRefTarget,
 } from '../domain/scratchpad.ts';
+import { PAD_TOO_LARGE_ADVICE } from '../domain/scratchpad-input.ts';
+import { checkJsonBytes, DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
 import {
   type ConversationScope,
   conversationNotFound,
@@ -153,6 +156,8 @@ export interface PadWrite {
   /** Reorganizations do not count toward the cadence, and reset it. */
   isReorganization?: boolean;
   reciteBudget?: number;
+  /** OPSPAD_MAX_SCRATCHPAD_BYTES: the new pad, as stored JSON, must fit. */
+  maxBytes?: number;
 }
 
 export interface PadWriteResult {
@@ -188,7 +193,14 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
       throw versionConflict(currentVersion, write.expectedVersion);
     }
     const pad = write.build(current?.pad ?? emptyPad(), currentVersion);
-    const issues = [...citationIssues(pad), ...recordRefIssues(pad)];
+    checkJsonBytes(
+      'scratchpadBytes',
+      'scratchpad',
+      pad,
+      write.maxBytes ?? DEFAULT_SIZE_LIMITS.scratchpadBytes,
+      PAD_TOO_LARGE_ADVICE,
+    );
+    const issues = [...entryCountIssues(pad), ...citationIssues(pad), ...recordRefIssues(pad)];
     if (issues.length === 0) {
       issues.push(...(await missingRecordRefs(tx, scope, pad)));
     }

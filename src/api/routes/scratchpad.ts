@@ -10,8 +10,14 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import { normalizePad } from '../../domain/scratchpad.ts';
-import { PadSettingsInput, PutScratchpadBody, ReorganizeBody } from '../../domain/scratchpad-input.ts';
+import { completePad } from '../../domain/scratchpad.ts';
+import {
+  checkPadInputSize,
+  PadSettingsInput,
+  PutScratchpadBody,
+  ReorganizeBody,
+} from '../../domain/scratchpad-input.ts';
+import { DEFAULT_SIZE_LIMITS } from '../../domain/size-limits.ts';
 import { MAX_INT4, parseOrThrow } from '../../domain/validation.ts';
 import { type ReorganizeDeps, reorganizeScratchpad } from '../../reorganizer/reorganize.ts';
 import {
@@ -57,13 +63,16 @@ export function scratchpadRouter(deps: ScratchpadRoutesDeps): Router {
 
   router.put('/conversations/:conversationId/scratchpad', async (req, res) => {
     const scope = scopeOf(req, res);
+    const maxBytes = (deps.sizeLimits ?? DEFAULT_SIZE_LIMITS).scratchpadBytes;
+    checkPadInputSize(req.body, ['scratchpad'], maxBytes);
     const body = parseOrThrow(PutScratchpadBody, req.body, 'scratchpad');
     const result = await writePad(deps.db, scope, {
       expectedVersion: body.expected_version,
-      build: () => normalizePad(body.scratchpad, body.task),
+      build: () => completePad(body.scratchpad, body.task),
       source: 'api',
       reason: body.reason ?? 'replaced over the API',
       reciteBudget: deps.reciteBudget,
+      maxBytes,
     });
     if (result.reorganizeDue) {
       await deps.onReorganizeDue?.(scope, result.version);
