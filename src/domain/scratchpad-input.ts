@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { MAX_PAD_ENTRIES, type Pad, PadFact, PadInput, PadItem, PadRef } from './scratchpad.ts';
-import { checkJsonBytes } from './size-limits.ts';
+import { checkJsonTextBytes } from './size-limits.ts';
 
 const version = z.number().int().min(0, 'must be 0 or more');
 const texts = z.array(z.string().min(1)).max(MAX_PAD_ENTRIES);
@@ -119,8 +119,8 @@ export const PAD_TOO_LARGE_ADVICE =
 
 /**
  * Refuses pad content over OPSPAD_MAX_SCRATCHPAD_BYTES before it is validated entry by entry:
- * what a call adds or replaces must fit in a pad on its own, and measuring stops at the limit,
- * so an oversized body costs no more than a full pad. The whole pad is checked again when written.
+ * what a call adds or replaces must fit in a pad on its own. (The body it came in is at most
+ * twice a pad, so serializing it to measure is cheap.) The whole pad is checked when written.
  */
 export function checkPadInputSize(raw: unknown, fields: readonly string[], maxBytes: number): void {
   if (raw === null || typeof raw !== 'object') {
@@ -129,7 +129,7 @@ export function checkPadInputSize(raw: unknown, fields: readonly string[], maxBy
   for (const field of fields) {
     const value = (raw as Record<string, unknown>)[field];
     if (value !== undefined && value !== null) {
-      checkJsonBytes('scratchpadBytes', field, value, maxBytes, PAD_TOO_LARGE_ADVICE);
+      checkJsonTextBytes('scratchpadBytes', field, JSON.stringify(value), maxBytes, PAD_TOO_LARGE_ADVICE);
     }
   }
 }

@@ -54,14 +54,17 @@ export function utf8Bytes(text: string): number {
   return Buffer.byteLength(text, 'utf8');
 }
 
-/** An object's key among its entries on the walk's stack (a key costs its quoted text and ':'). */
-class JsonKey {
-  constructor(readonly key: string) {}
+interface Frame {
+  node: Record<string, unknown> | readonly unknown[];
+  /** The object's keys; null for an array. */
+  keys: readonly string[] | null;
+  next: number;
 }
 
-interface Frame {
-  entries: readonly unknown[];
-  next: number;
+/** Bytes of a JSON string literal, or just past `room` when it cannot fit in it. */
+function stringBytes(text: string, room: number): number {
+  // UTF-8 bytes are never fewer than UTF-16 units: a string longer than the room is over.
+  return text.length > room ? text.length + 2 : utf8Bytes(JSON.stringify(text));
 }
 
 /**
@@ -74,43 +77,40 @@ export function jsonBytesUpTo(value: unknown, max: number): number {
   const stack: Frame[] = [];
   let current: unknown = value;
   for (;;) {
-    if (current === null || current === undefined) {
+    if (typeof current === 'string') {
+      total += stringBytes(current, max - total);
+    } else if (current === null || current === undefined) {
       total += 4;
-    } else if (typeof current === 'string') {
-      // UTF-8 bytes are never fewer than UTF-16 units: a string longer than the room left is over.
-      total += current.length > max - total ? current.length : utf8Bytes(JSON.stringify(current));
     } else if (typeof current === 'number' || typeof current === 'boolean') {
       total += String(JSON.stringify(current)).length;
     } else if (Array.isArray(current)) {
       total += 2 + Math.max(0, current.length - 1);
-      stack.push({ entries: current, next: 0 });
+      stack.push({ node: current, keys: null, next: 0 });
     } else if (typeof current === 'object') {
       const keys = Object.keys(current);
       total += 2 + Math.max(0, keys.length - 1);
-      const entries: unknown[] = [];
-      for (const key of keys) {
-        entries.push(new JsonKey(key), (current as Record<string, unknown>)[key]);
-      }
-      stack.push({ entries, next: 0 });
+      stack.push({ node: current as Record<string, unknown>, keys, next: 0 });
     }
     if (total > max) {
       return total;
     }
     let top = stack[stack.length - 1];
-    while (top && top.next >= top.entries.length) {
+    while (top && top.next >= (top.keys ?? (top.node as readonly unknown[])).length) {
       stack.pop();
       top = stack[stack.length - 1];
     }
     if (!top) {
       return total;
     }
-    current = top.entries[top.next++];
-    if (current instanceof JsonKey) {
-      total += (current.key.length > max - total ? current.key.length : utf8Bytes(JSON.stringify(current.key))) + 1;
+    if (top.keys) {
+      const key = top.keys[top.next++] as string;
+      total += stringBytes(key, max - total) + 1; // "key":
       if (total > max) {
         return total;
       }
-      current = top.entries[top.next++];
+      current = (top.node as Record<string, unknown>)[key];
+    } else {
+      current = (top.node as readonly unknown[])[top.next++];
     }
   }
 }
@@ -138,7 +138,10 @@ export function tooLarge(
   });
 }
 
-/** Throws {@link tooLarge} when `value`, stored as JSON, is over `max` bytes. */
+/**
+ * Throws {@link tooLarge} when `value`, stored as JSON, is over `max` bytes. For values as large
+ * as a whole request body: measuring stops at the limit.
+ */
 export function checkJsonBytes(
   limit: 'queryParamsBytes' | 'scratchpadBytes',
   field: string,
@@ -148,6 +151,20 @@ export function checkJsonBytes(
 ): void {
   if (jsonBytesUpTo(value, max) > max) {
     throw tooLarge(limit, field, { max }, advice);
+  }
+}
+
+/** Throws {@link tooLarge} when `json` (what will be stored) is over `max` UTF-8 bytes. */
+export function checkJsonTextBytes(
+  limit: 'queryParamsBytes' | 'scratchpadBytes',
+  field: string,
+  json: string,
+  max: number,
+  advice: string,
+): void {
+  const actual = utf8Bytes(json);
+  if (actual > max) {
+    throw tooLarge(limit, field, { actual, max }, advice);
   }
 }
 

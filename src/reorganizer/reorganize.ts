@@ -34,6 +34,7 @@ import {
   writePad,
 } from '../store/index.ts';
 import type { Reorganizer } from './providers.ts';
+import { yieldToEventLoop } from './slices.ts';
 
 export interface ReorganizeDeps {
   db: Database;
@@ -104,6 +105,8 @@ async function propose(
       failure = { status: 'llm_error', error: error instanceof Error ? error.message : String(error) };
       continue;
     }
+    // The proposal is checked in the next turn of the loop, not in the one that made it.
+    await yieldToEventLoop();
     const parsed = ReorganizedPad.safeParse(raw);
     if (!parsed.success) {
       const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.join('.')}: ${i.message}`);

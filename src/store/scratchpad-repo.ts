@@ -20,7 +20,7 @@ import {
   recordRefTarget,
 } from '../domain/scratchpad.ts';
 import { PAD_TOO_LARGE_ADVICE } from '../domain/scratchpad-input.ts';
-import { checkJsonBytes, DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
+import { checkJsonTextBytes, DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
 import {
   type ConversationScope,
   conversationNotFound,
@@ -193,10 +193,11 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
       throw versionConflict(currentVersion, write.expectedVersion);
     }
     const pad = write.build(current?.pad ?? emptyPad(), currentVersion);
-    checkJsonBytes(
+    const json = JSON.stringify(pad);
+    checkJsonTextBytes(
       'scratchpadBytes',
       'scratchpad',
-      pad,
+      json,
       write.maxBytes ?? DEFAULT_SIZE_LIMITS.scratchpadBytes,
       PAD_TOO_LARGE_ADVICE,
     );
@@ -227,7 +228,7 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
         scope.conversationId,
         scope.organizationId,
         version,
-        JSON.stringify(pad),
+        json,
         writes,
         write.isReorganization ? version : 0,
         JSON.stringify(recitation),
@@ -237,14 +238,7 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
     await tx.query(
       `INSERT INTO scratchpad_version (conversation_id, version, pad, source, reason, metadata)
        VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb)`,
-      [
-        scope.conversationId,
-        version,
-        JSON.stringify(pad),
-        write.source,
-        write.reason,
-        JSON.stringify(write.metadata ?? {}),
-      ],
+      [scope.conversationId, version, json, write.source, write.reason, JSON.stringify(write.metadata ?? {})],
     );
     return { version, pad, counts: countsOfPad(pad), reorganizeDue };
   });

@@ -203,7 +203,7 @@ describe('size limits (postgres)', () => {
       );
       const error = expectRefused(response, {
         field: 'scratchpad',
-        mentions: ['more than 262,144 bytes', 'OPSPAD_MAX_SCRATCHPAD_BYTES', 'reorganize'],
+        mentions: ['the limit is 262,144 bytes', 'OPSPAD_MAX_SCRATCHPAD_BYTES', 'reorganize'],
       });
       expect(error.details).toMatchObject({ limit: { variable: 'OPSPAD_MAX_SCRATCHPAD_BYTES', max: 262_144 } });
     });
