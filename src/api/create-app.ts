@@ -63,6 +63,9 @@ const rejectUnstorableValues: RequestHandler = (req, _res, next) => {
   next();
 };
 
+/** The operation tool's route (as the router matches paths: any case, an optional final slash). */
+const OPERATION_TOOL_PATH = new RegExp(`^/conversations/[^/]+/tools/${OPERATION_TOOL_NAME}/?$`, 'i');
+
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
@@ -85,22 +88,18 @@ export function createApp(deps: AppDeps): express.Express {
     v1.use(deps.rateLimit);
   }
   // A create carries up to OPSPAD_MAX_ITEMS ids; no other route reads more than it can accept.
-  v1.post(
-    `/conversations/:conversationId/tools/${OPERATION_TOOL_NAME}`,
-    jsonBody({
-      bytes: deps.maxBodyBytes,
-      variable: 'OPSPAD_MAX_BODY_BYTES',
-      advice: 'Send fewer items per call.',
-    }),
-  );
-  v1.use(
-    jsonBody(
-      otherBodyLimit(
-        deps.maxBodyBytes,
-        deps.scratchpad.sizeLimits?.scratchpadBytes ?? DEFAULT_SIZE_LIMITS.scratchpadBytes,
-      ),
+  const operationToolBody = jsonBody({
+    bytes: deps.maxBodyBytes,
+    variable: 'OPSPAD_MAX_BODY_BYTES',
+    advice: 'Send fewer items per call.',
+  });
+  const otherBody = jsonBody(
+    otherBodyLimit(
+      deps.maxBodyBytes,
+      deps.scratchpad.sizeLimits?.scratchpadBytes ?? DEFAULT_SIZE_LIMITS.scratchpadBytes,
     ),
   );
+  v1.use((req, res, next) => (OPERATION_TOOL_PATH.test(req.path) ? operationToolBody : otherBody)(req, res, next));
   v1.use(rejectUnstorableValues);
   v1.use(toolsRouter(deps.tools));
   v1.use(contextRouter(deps.db, deps.scratchpad.reciteBudget));

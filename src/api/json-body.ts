@@ -41,7 +41,7 @@ export function otherBodyLimit(maxBodyBytes: number, maxPadBytes: number): BodyL
   };
 }
 
-/** Which limit read each request's body (for the error, and so a body is parsed once). */
+/** Which limit read each request's body, for the error that enforces it. */
 const limitOfRequest = new WeakMap<IncomingMessage, BodyLimit>();
 
 /** The JSON body parser: UTF-8 only, at most `limit.bytes` after decompression. */
@@ -66,10 +66,6 @@ export function jsonBody(limit: BodyLimit): RequestHandler {
     },
   });
   return (req, res, next) => {
-    if (limitOfRequest.has(req)) {
-      next(); // an earlier, route-specific parser has read it
-      return;
-    }
     limitOfRequest.set(req, limit);
     parse(req, res, next);
   };
