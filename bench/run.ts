@@ -10,7 +10,8 @@
  *
  * --quick   smaller sizes and a 5 s HTTP loop: about a minute; a smoke test, not a measurement
  * --only    comma-separated scenario groups: bullmq, throughput (SQL ceiling and opspad in
- *           turns), updates, http (create, record, HTTP loop), context, worker
+ *           turns), updates, http (create, record, HTTP loop), context (and the event-loop block
+ *           of reorganizing the largest pad), worker
  * --profile start the opspad processes with --cpu-prof (profiles in bench/results/profiles)
  *
  * Exits 0 whether targets are met or not (the table says); non-zero only when a scenario fails.
@@ -29,6 +30,7 @@ import { acquireRunResources } from './lib/env.ts';
 import { applyTargets, formatTable, writeResults } from './lib/report.ts';
 import { benchBullmq } from './scenarios/bullmq.ts';
 import { benchContext } from './scenarios/context.ts';
+import { benchEventLoop } from './scenarios/event-loop.ts';
 import { benchHttp } from './scenarios/http.ts';
 import { benchUpdates } from './scenarios/record.ts';
 import { benchThroughput } from './scenarios/throughput.ts';
@@ -58,6 +60,7 @@ const ORDER = [
   'worker_peak_rss_mb',
   'context_render_ms',
   'context_render_chars',
+  'event_loop_max_block_ms',
   'http_single_p50_ms',
   'http_single_p99_ms',
   'http_loop_p50_ms',
@@ -184,6 +187,7 @@ async function main(): Promise<number> {
     }
     if (only.has('context')) {
       entries.push(...(await benchContext(ctx, organizationId)));
+      entries.push(...(await benchEventLoop(ctx, organizationId)));
     }
     if (only.has('worker')) {
       entries.push(...(await benchWorkerRss(ctx, organizationId)));

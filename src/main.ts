@@ -11,6 +11,7 @@ import type { AdminCredentials } from './api/basic-auth.ts';
 import { createApp } from './api/create-app.ts';
 import { rateLimitPerKey } from './api/rate-limit.ts';
 import type { Config } from './config/env.ts';
+import { sizeLimitsOf } from './domain/size-limits.ts';
 import { createEgressGuard } from './egress/index.ts';
 import { createDemoHandler } from './handlers/demo.ts';
 import { createHandlerRegistry, type HandlerRegistry, loadHandlerModules } from './handlers/registry.ts';
@@ -118,11 +119,13 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     },
     logger,
   );
+  const sizeLimits = sizeLimitsOf(config);
   const reorganizeDeps: ReorganizeDeps = {
     db,
     reorganizer: selectReorganizer(config),
     reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
     logger,
+    sizeLimits,
   };
   const onReorganizeDue = async (scope: ConversationScope, version: number) => {
     // The sweep catches any pad whose job could not be added now.
@@ -144,6 +147,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     const tools = createToolRegistry({
       db,
       maxItems: config.OPSPAD_MAX_ITEMS,
+      sizeLimits,
       maxActiveBackground: config.OPSPAD_MAX_ACTIVE_BACKGROUND,
       queuePrefix: config.OPSPAD_QUEUE_PREFIX,
       hasHandler: (type) => handlers.has(type),

@@ -58,7 +58,8 @@ export const FULL_PLAN: Plan = {
   createItems: 1_000_000,
   workerItems: 1_000_000,
   contextOperations: 1_000,
-  contextFacts: 10_000,
+  // About 210 KB with its open items and refs: within OPSPAD_MAX_SCRATCHPAD_BYTES (256 KiB).
+  contextFacts: 2_000,
   renderSamples: 100,
   httpConversations: 50,
   httpSeconds: 30,
@@ -77,7 +78,7 @@ export const QUICK_PLAN: Plan = {
   createItems: 1_000_000,
   workerItems: 150_000,
   contextOperations: 1_000,
-  contextFacts: 10_000,
+  contextFacts: 2_000,
   renderSamples: 30,
   httpConversations: 50,
   httpSeconds: 5,

@@ -54,6 +54,7 @@ export const TARGETS: Target[] = [
   maxTarget('create_1m_s', 3, 's'),
   maxTarget('worker_peak_rss_mb', 250, 'MB'),
   maxTarget('context_render_ms', 5, 'ms'),
+  maxTarget('event_loop_max_block_ms', 50, 'ms'),
   {
     entry: 'http_loop_p99_ms',
     describe: (get) => `≤ 25 ms with 0 errors (${get('http_loop_errors') ?? '?'} errors)`,

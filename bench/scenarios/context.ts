@@ -1,7 +1,8 @@
 /**
  * The context fragment of a conversation that has accumulated a lot: 1,000 operations (one
- * active, the rest paused, 30 items each, some in flight) and a pad of 10,000 facts. The
- * fragment is rebuilt on every turn of the assistant, so it must stay cheap whatever it holds.
+ * active, the rest paused, 30 items each, some in flight) and a pad of 2,000 facts (about 210 KB,
+ * near OPSPAD_MAX_SCRATCHPAD_BYTES). The fragment is rebuilt on every turn of the assistant, so
+ * it must stay cheap whatever it holds.
  */
 import { randomUUID } from 'node:crypto';
 import { RECITE_MAX_CHARS_DEFAULT } from '../../src/domain/recitation.ts';

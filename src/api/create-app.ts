@@ -5,15 +5,18 @@
 import type { Queue } from 'bullmq';
 import express, { type RequestHandler } from 'express';
 import { AppError } from '../domain/errors.ts';
+import { DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
 import { findUnstorableValue } from '../domain/validation.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Database } from '../store/index.ts';
+import { OPERATION_TOOL_NAME } from '../tools/operation-tool.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey } from './auth.ts';
 import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
+import { jsonBody, otherBodyLimit } from './json-body.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
@@ -60,6 +63,9 @@ const rejectUnstorableValues: RequestHandler = (req, _res, next) => {
   next();
 };
 
+/** The operation tool's route (as the router matches paths: any case, an optional final slash). */
+const OPERATION_TOOL_PATH = new RegExp(`^/conversations/[^/]+/tools/${OPERATION_TOOL_NAME}/?$`, 'i');
+
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
@@ -81,7 +87,19 @@ export function createApp(deps: AppDeps): express.Express {
   if (deps.rateLimit) {
     v1.use(deps.rateLimit);
   }
-  v1.use(express.json({ limit: deps.maxBodyBytes }));
+  // A create carries up to OPSPAD_MAX_ITEMS ids; no other route reads more than it can accept.
+  const operationToolBody = jsonBody({
+    bytes: deps.maxBodyBytes,
+    variable: 'OPSPAD_MAX_BODY_BYTES',
+    advice: 'Send fewer items per call.',
+  });
+  const otherBody = jsonBody(
+    otherBodyLimit(
+      deps.maxBodyBytes,
+      deps.scratchpad.sizeLimits?.scratchpadBytes ?? DEFAULT_SIZE_LIMITS.scratchpadBytes,
+    ),
+  );
+  v1.use((req, res, next) => (OPERATION_TOOL_PATH.test(req.path) ? operationToolBody : otherBody)(req, res, next));
   v1.use(rejectUnstorableValues);
   v1.use(toolsRouter(deps.tools));
   v1.use(contextRouter(deps.db, deps.scratchpad.reciteBudget));
@@ -91,6 +109,6 @@ export function createApp(deps: AppDeps): express.Express {
   app.use('/v1', v1);
 
   app.use(notFoundHandler);
-  app.use(errorMiddleware(deps.logger, deps.maxBodyBytes));
+  app.use(errorMiddleware(deps.logger));
   return app;
 }

@@ -6,25 +6,7 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { AppError, errorBody, httpStatusOf, toAppError } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
-
-/** Errors raised by express.json (body-parser) carry a `type`; turn them into ours. */
-function fromBodyParser(error: unknown, maxBytes: number): AppError | null {
-  const type = (error as { type?: unknown } | null)?.type;
-  if (type === 'entity.too.large') {
-    return new AppError(
-      'body_too_large',
-      `The request body is larger than the limit of ${maxBytes} bytes (OPSPAD_MAX_BODY_BYTES). Send fewer items per call.`,
-      { field: '(body)', limit_bytes: maxBytes },
-    );
-  }
-  if (type === 'entity.parse.failed') {
-    return new AppError('invalid_json', 'The request body is not valid JSON.', { field: '(body)' });
-  }
-  if ((typeof type === 'string' && type.startsWith('encoding.')) || type === 'charset.unsupported') {
-    return new AppError('validation_failed', 'The request body must be UTF-8 encoded JSON.', { field: '(body)' });
-  }
-  return null;
-}
+import { bodyParseError } from './json-body.ts';
 
 /** The router could not percent-decode a path parameter (e.g. `%E0%A4%A`): the caller's mistake. */
 function fromRouter(error: unknown): AppError | null {
@@ -36,9 +18,9 @@ function fromRouter(error: unknown): AppError | null {
   return null;
 }
 
-export function errorMiddleware(logger: Logger, maxBodyBytes: number): ErrorRequestHandler {
+export function errorMiddleware(logger: Logger): ErrorRequestHandler {
   return (error, req, res, _next) => {
-    const appError = fromBodyParser(error, maxBodyBytes) ?? fromRouter(error) ?? toAppError(error);
+    const appError = fromRouter(error) ?? bodyParseError(error, req) ?? toAppError(error);
     if (appError.code === 'internal_error') {
       logger.error({ err: error, method: req.method, path: req.path }, 'request failed');
     }

@@ -28,6 +28,10 @@ describe('loadConfig', () => {
       OPSPAD_QUEUE_PREFIX: 'opspad',
       OPSPAD_MAX_ITEMS: 1_000_000,
       OPSPAD_MAX_BODY_BYTES: 64 * 1024 * 1024,
+      OPSPAD_MAX_QUERY_PARAMS_BYTES: 16_384,
+      OPSPAD_MAX_NOTE_BYTES: 65_536,
+      OPSPAD_MAX_SCRATCHPAD_BYTES: 262_144,
+      OPSPAD_MAX_ITEM_ID_LENGTH: 512,
       OPSPAD_LOG_LEVEL: 'info',
       OPSPAD_PG_POOL_SIZE: 10,
       OPSPAD_HANDLERS: [],
@@ -81,6 +85,13 @@ describe('loadConfig', () => {
     expect(error.message).toMatch(/^Invalid configuration:\n {2}- PORT: /);
     expect(error.message).toContain(`(got ${JSON.stringify(value)})`);
     expect(error.problems).toHaveLength(1);
+  });
+
+  it('keeps OPSPAD_MAX_ITEM_ID_LENGTH within what a B-tree key may hold', () => {
+    expect(loadConfig({ OPSPAD_MAX_ITEM_ID_LENGTH: '64' }).OPSPAD_MAX_ITEM_ID_LENGTH).toBe(64);
+    expect(configErrorOf({ OPSPAD_MAX_ITEM_ID_LENGTH: '513' }).problems).toEqual([
+      'OPSPAD_MAX_ITEM_ID_LENGTH: must be at most 512 (got "513")',
+    ]);
   });
 
   it('names every bad variable at once', () => {

@@ -66,6 +66,12 @@ export const EnvSchema = z.object({
   OPSPAD_MAX_ITEMS: positiveInt.default(1_000_000),
   /** Large enough for 1,000,000 UUID-sized ids in one create. */
   OPSPAD_MAX_BODY_BYTES: positiveInt.default(64 * 1024 * 1024),
+  /** Size limits of what one call may store (src/domain/size-limits.ts). */
+  OPSPAD_MAX_QUERY_PARAMS_BYTES: positiveInt.default(16 * 1024),
+  OPSPAD_MAX_NOTE_BYTES: positiveInt.default(64 * 1024),
+  OPSPAD_MAX_SCRATCHPAD_BYTES: positiveInt.default(256 * 1024),
+  /** At most 512: the id is a B-tree key, and 512 characters stay within Postgres's entry limit. */
+  OPSPAD_MAX_ITEM_ID_LENGTH: positiveInt.pipe(z.number().max(512, 'must be at most 512')).default(512),
   OPSPAD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   OPSPAD_PG_POOL_SIZE: positiveInt.default(10),
   /** Comma-separated module paths whose exports are item handlers (see src/handlers/types.ts). */

@@ -5,7 +5,7 @@
  * a line is never cut in the middle. The text has no clock times, so it only changes when the
  * work does (a cached prompt prefix before it survives).
  */
-import { type OperationRecord, remainingOf } from './operation.ts';
+import { type ListedOperation, remainingOf } from './operation.ts';
 
 export const OPERATIONS_BUDGET_CHARS = 2000;
 const NOTES_PREVIEW_CHARS = 160;
@@ -14,7 +14,7 @@ const HEADER = '## Bulk operations (manage_assistant_operation)';
 export interface OperationSummary {
   operation_id: string;
   operation_type: string;
-  status: OperationRecord['status'];
+  status: ListedOperation['status'];
   execution: string;
   total_items: number;
   completed_count: number;
@@ -24,7 +24,7 @@ export interface OperationSummary {
   paused_reason: string | null;
 }
 
-export function summarizeOperation(op: OperationRecord, inFlight: number): OperationSummary {
+export function summarizeOperation(op: ListedOperation, inFlight: number): OperationSummary {
   return {
     operation_id: op.id,
     operation_type: op.operation_type,
@@ -44,7 +44,7 @@ function oneLine(text: string, max: number): string {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
-function entryLines(op: OperationRecord, summary: OperationSummary): string[] {
+function entryLines(op: ListedOperation, summary: OperationSummary): string[] {
   const done = summary.completed_count + summary.failed_count;
   const counts = [
     `${done}/${summary.total_items} recorded`,
@@ -84,7 +84,7 @@ export interface RenderedOperations {
  * `total` counts every open operation, including those the caller did not load.
  */
 export function renderOperations(
-  operations: readonly (OperationRecord & { in_flight_count: number })[],
+  operations: readonly (ListedOperation & { in_flight_count: number })[],
   total: number,
   budget = OPERATIONS_BUDGET_CHARS,
 ): RenderedOperations {

@@ -7,7 +7,9 @@
 export const ERROR_CODES = {
   validation_failed: 400,
   invalid_json: 400,
-  body_too_large: 400,
+  invalid_utf8: 400,
+  invalid_body_encoding: 400,
+  body_too_large: 413,
   unknown_tool: 400,
   unknown_item_ids: 400,
   duplicate_item_ids: 400,

@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import { AppError } from './errors.ts';
+import { checkNoteBytes } from './size-limits.ts';
 
 export const WRITE_TOOL_NAME = 'write_to_scratchpad';
 export const READ_TOOL_NAME = 'read_from_scratchpad';
@@ -83,4 +84,13 @@ export function writeResultText(written: string, history: readonly string[] | nu
   return history === null
     ? `Wrote to scratchpad: ${written}`
     : `Scratchpad updated. Full content:\n${bulleted(history)}`;
+}
+
+/** The deployment's note limit (OPSPAD_MAX_NOTE_BYTES) on a write's or a read's note. */
+export function checkNoteInputSizes(
+  input: { notes?: string | null; persistent_notes?: string | null },
+  maxBytes: number,
+): void {
+  checkNoteBytes('notes', input.notes, maxBytes);
+  checkNoteBytes('persistent_notes', input.persistent_notes, maxBytes);
 }

@@ -8,6 +8,8 @@
  * the JSON Schema through `.meta({ default })`.
  */
 import { z } from 'zod';
+import { checkJsonBytes, checkNoteBytes, type SizeLimits, tooLarge } from './size-limits.ts';
+import { MAX_INT4 } from './validation.ts';
 
 export const OPERATION_DEFAULTS = {
   batchSize: 5,
@@ -151,6 +153,8 @@ export const GetInput = z.strictObject({
   failures_cursor: z
     .string()
     .regex(/^\d{1,10}$/, 'must be the next_failures_cursor returned by a previous get')
+    // Ten digits may still be past the largest ordinal (a Postgres integer): refuse, not overflow.
+    .refine((cursor) => Number(cursor) <= MAX_INT4, 'must be the next_failures_cursor returned by a previous get')
     .nullish()
     .describe('Continue the list of failures where the previous get stopped.'),
   failures_limit: z.number().int().min(1).max(500).nullish().meta({ default: OPERATION_DEFAULTS.failuresPageSize }),
@@ -199,3 +203,30 @@ export type UpdateInput = z.infer<typeof UpdateInput>;
 export type CompleteInput = z.infer<typeof CompleteInput>;
 export type GetInput = z.infer<typeof GetInput>;
 export type RetryFailedInput = z.infer<typeof RetryFailedInput>;
+
+/**
+ * The size limits of a create (README, "Configuration"): each item id, query_params as stored
+ * JSON, the notes. The schema's fixed ceilings apply first; these are the deployment's own.
+ */
+export function checkCreateSizes(input: CreateInput, limits: SizeLimits): void {
+  if (limits.itemIdLength < MAX_ITEM_ID_LENGTH) {
+    const index = input.item_ids.findIndex((id) => id.length > limits.itemIdLength);
+    const id = input.item_ids[index];
+    if (id !== undefined) {
+      throw tooLarge(
+        'itemIdLength',
+        `item_ids[${index}]`,
+        { actual: id.length, max: limits.itemIdLength },
+        'Use a shorter key for the item (e.g. its database id) and keep the rest where the handler can look it up.',
+      );
+    }
+  }
+  checkJsonBytes(
+    'queryParamsBytes',
+    'query_params',
+    input.query_params,
+    limits.queryParamsBytes,
+    'Keep the filter that produced the ids, not the data: handlers look items up by id.',
+  );
+  checkNoteBytes('notes', input.notes, limits.noteBytes);
+}

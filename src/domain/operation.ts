@@ -60,6 +60,15 @@ export interface OperationRecord {
   updated_at: Date;
 }
 
+/**
+ * An operation as lists read it (the context fragment, the operator page, the reconciler): all
+ * but `query_params`, which a tenant may fill with up to OPSPAD_MAX_QUERY_PARAMS_BYTES and which
+ * only the operation's own reads (get, a worker's batch) need.
+ */
+export type ListedOperation = Omit<OperationRecord, 'state_json'> & {
+  state_json: Omit<OperationState, 'query_params'>;
+};
+
 export function isFinished(status: OperationStatus): boolean {
   return status === 'completed' || status === 'cancelled';
 }
@@ -84,7 +93,7 @@ export function countsOf(op: OperationRecord, inFlight: number): OperationCounts
   };
 }
 
-export function remainingOf(op: OperationRecord): number {
+export function remainingOf(op: ListedOperation): number {
   return op.total_items - op.completed_count - op.failed_count - op.state_json.abandoned_count;
 }
 

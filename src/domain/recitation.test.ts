@@ -44,6 +44,16 @@ describe('recitePad', () => {
     expect(recitePad(pad, 3, 4000).text).toBe(recitePad(structuredClone(pad), 3, 4000).text);
   });
 
+  it('gives goals at most half the room when there are open items or facts, the whole room otherwise', () => {
+    const goals = Array.from({ length: 1000 }, (_, i) => ({ text: `goal ${i}` }));
+    const mixed = recitePad(normalizePad({ goals, open_items: [{ text: 'the one open item' }] }), 1, 4000);
+    expect(mixed.shown.open_items).toBe(1);
+    expect(mixed.text).toContain('- the one open item');
+    const alone = recitePad(normalizePad({ goals }), 1, 4000);
+    expect(alone.shown.goals).toBeGreaterThan(mixed.shown.goals * 1.5);
+    expect(alone.text.length).toBeLessThanOrEqual(4000);
+  });
+
   it('recites nothing for an empty pad', () => {
     expect(recitePad(normalizePad({}), 1, 4000).text).toBe('');
   });

@@ -1,6 +1,7 @@
 /**
  * Recites the structured scratchpad at the tail of the context fragment, within a character
- * budget whatever the pad holds. Goals come first; then the newest open items and facts that fit
+ * budget whatever the pad holds. Goals come first (in at most half the room when there are open
+ * items or facts); then the newest open items and facts that fit
  * (older ones are summarized by count, never cut mid-line); then the refs the shown entries cite.
  * The text depends only on the pad and the budget — no clock times — so it is stable between
  * turns and a cached prompt prefix before it survives.
@@ -62,9 +63,10 @@ export function recitePad(pad: Pad, version: number, budget = RECITE_MAX_CHARS_D
     const ref = refsById.get(id);
     return ref ? cost(refLine(ref)) : 0;
   };
-  const take = (item: PadItem): boolean => {
+  /** Takes `item` if it fits in the room, keeping `reserve` characters free for others. */
+  const take = (item: PadItem, reserve = 0): boolean => {
     const needed = cost(itemLine(item)) + refCost(item.source_ref);
-    if (needed > room) {
+    if (needed > room - reserve) {
       return false;
     }
     room -= needed;
@@ -80,8 +82,11 @@ export function recitePad(pad: Pad, version: number, budget = RECITE_MAX_CHARS_D
     citedShown.add(INITIAL_REF_ID);
   }
   const goals: PadItem[] = [];
+  // Goals get at most half the room when there are open items or facts, so a pad with
+  // thousands of goals still recites its newest open items and facts.
+  const reserveForOthers = pad.open_items.length + pad.facts.length > 0 ? Math.floor(room / 2) : 0;
   for (const goal of pad.goals) {
-    if (!take(goal)) {
+    if (!take(goal, reserveForOthers)) {
       break;
     }
     goals.push(goal);

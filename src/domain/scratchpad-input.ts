@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { MAX_PAD_ENTRIES, type Pad, PadFact, PadInput, PadItem, PadRef } from './scratchpad.ts';
+import { checkJsonTextBytes } from './size-limits.ts';
 
 const version = z.number().int().min(0, 'must be 0 or more');
 const texts = z.array(z.string().min(1)).max(MAX_PAD_ENTRIES);
@@ -112,3 +113,23 @@ export const ReorganizeBody = z.strictObject({
     .describe('The latest messages of the conversation, which the reorganizer may cite as turn:N.'),
   reason: z.string().min(1).max(500).optional(),
 });
+
+export const PAD_TOO_LARGE_ADVICE =
+  'Remove entries (open items that are done, facts nobody needs) or reorganize the pad (POST /v1/conversations/:id/scratchpad/reorganize) before adding more.';
+
+/**
+ * Refuses pad content over OPSPAD_MAX_SCRATCHPAD_BYTES before it is validated entry by entry:
+ * what a call adds or replaces must fit in a pad on its own. (The body it came in is at most
+ * twice a pad, so serializing it to measure is cheap.) The whole pad is checked when written.
+ */
+export function checkPadInputSize(raw: unknown, fields: readonly string[], maxBytes: number): void {
+  if (raw === null || typeof raw !== 'object') {
+    return;
+  }
+  for (const field of fields) {
+    const value = (raw as Record<string, unknown>)[field];
+    if (value !== undefined && value !== null) {
+      checkJsonTextBytes('scratchpadBytes', field, JSON.stringify(value), maxBytes, PAD_TOO_LARGE_ADVICE);
+    }
+  }
+}

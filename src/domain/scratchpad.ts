@@ -89,13 +89,21 @@ function excerpt(value: string, limit: number): string {
  * goal (if there is none) citing the `user:initial` ref (added if missing).
  */
 export function normalizePad(input: z.input<typeof PadInput> | Pad, task?: string | null): Pad {
-  const parsed = PadInput.parse(input);
+  return completePad(PadInput.parse(input), task);
+}
+
+/**
+ * {@link normalizePad} for sections already validated (a parsed request, a stored pad, their
+ * combination): no second pass over every entry. The entry counts are checked when the pad is
+ * written ({@link entryCountIssues}).
+ */
+export function completePad(sections: Omit<Pad, 'schema'>, task?: string | null): Pad {
   const pad: Pad = {
     schema: SCRATCHPAD_SCHEMA,
-    goals: parsed.goals,
-    open_items: parsed.open_items,
-    facts: parsed.facts,
-    refs: parsed.refs,
+    goals: sections.goals,
+    open_items: sections.open_items,
+    facts: sections.facts,
+    refs: sections.refs,
   };
   const taskText = task?.trim();
   if (taskText) {
@@ -148,6 +156,20 @@ export function citationIssues(pad: Pad, allowedRefIds?: ReadonlySet<string>): P
   check('open_items', pad.open_items);
   check('facts', pad.facts);
   return issues;
+}
+
+/** Sections over {@link MAX_PAD_ENTRIES} (an update can add to a pad that is nearly full). */
+export function entryCountIssues(pad: Pad): PadIssue[] {
+  return (['goals', 'open_items', 'facts', 'refs'] as const).flatMap((section) =>
+    pad[section].length > MAX_PAD_ENTRIES
+      ? [
+          {
+            field: section,
+            message: `would hold ${pad[section].length} entries; at most ${MAX_PAD_ENTRIES}: remove some (or reorganize the pad) first`,
+          },
+        ]
+      : [],
+  );
 }
 
 /** Refs that point at opspad's own records, which must exist in the conversation. */

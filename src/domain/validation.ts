@@ -5,6 +5,12 @@
 import type { z } from 'zod';
 import { AppError } from './errors.ts';
 
+/**
+ * The largest value of a Postgres `integer` (ordinals, versions, trace numbers): a page bound or
+ * cursor past it would make the query fail, so inputs are refused above it instead.
+ */
+export const MAX_INT4 = 2_147_483_647;
+
 /** At most this many issues are listed: a million bad ids must not make a million-line error. */
 const MAX_LISTED_ISSUES = 20;
 

@@ -5,8 +5,9 @@
  * ask a model. Every output is validated by the caller before anything is saved.
  */
 import { z } from 'zod';
-import { compactPad } from '../domain/compact-pad.ts';
+import { compactPadSteps } from '../domain/compact-pad.ts';
 import { type Pad, type PadRef, ReorganizedPad } from '../domain/scratchpad.ts';
+import { runInSlices } from './slices.ts';
 
 export interface ReorganizeRequest {
   pad: Pad;
@@ -25,7 +26,7 @@ export interface Reorganizer {
 export const builtinReorganizer: Reorganizer = {
   name: 'builtin',
   async reorganize(request) {
-    const { pad, dropped } = compactPad(request.pad, request.version, request.budget);
+    const { pad, dropped } = await runInSlices(compactPadSteps(request.pad, request.version, request.budget));
     return { ...pad, dropped };
   },
 };

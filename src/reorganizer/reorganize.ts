@@ -12,15 +12,16 @@
 import { AppError } from '../domain/errors.ts';
 import {
   citationIssues,
+  completePad,
   countsOfPad,
   mergeRefs,
   messageRefs,
-  normalizePad,
   type Pad,
   type PadCounts,
   type PadRef,
   ReorganizedPad,
 } from '../domain/scratchpad.ts';
+import type { SizeLimits } from '../domain/size-limits.ts';
 import type { Logger } from '../logger.ts';
 import {
   appendScratchpadEvent,
@@ -33,12 +34,15 @@ import {
   writePad,
 } from '../store/index.ts';
 import type { Reorganizer } from './providers.ts';
+import { yieldToEventLoop } from './slices.ts';
 
 export interface ReorganizeDeps {
   db: Database;
   reorganizer: Reorganizer;
   reciteBudget: number;
   logger: Logger;
+  /** OPSPAD_MAX_SCRATCHPAD_BYTES: what a reorganization (or a write over the API) may store. */
+  sizeLimits?: SizeLimits;
 }
 
 export interface ReorganizeOptions {
@@ -101,6 +105,8 @@ async function propose(
       failure = { status: 'llm_error', error: error instanceof Error ? error.message : String(error) };
       continue;
     }
+    // The proposal is checked in the next turn of the loop, not in the one that made it.
+    await yieldToEventLoop();
     const parsed = ReorganizedPad.safeParse(raw);
     if (!parsed.success) {
       const issues = parsed.error.issues.slice(0, 5).map((i) => `${i.path.join('.')}: ${i.message}`);
@@ -108,7 +114,7 @@ async function propose(
       continue;
     }
     const { dropped = [], ...proposed } = parsed.data;
-    const candidate = normalizePad(proposed);
+    const candidate = completePad(proposed);
     const issues = citationIssues(candidate, allowedIds);
     if (issues.length > 0) {
       failure = {
@@ -177,6 +183,7 @@ export async function reorganizeScratchpad(
         },
         isReorganization: true,
         reciteBudget: deps.reciteBudget,
+        maxBytes: deps.sizeLimits?.scratchpadBytes,
       });
       return finish({
         status: 'reorganized',

@@ -12,6 +12,7 @@ import {
   countsOf,
   type ExecutionMode,
   isFinished,
+  type ListedOperation,
   type OperationCounts,
   type OperationRecord,
   type OperationState,
@@ -53,6 +54,16 @@ const MAX_NAMED_IDS = 20;
 
 const OPERATION_COLUMNS = `id, conversation_id, organization_id, operation_type, status, total_items,
   completed_count, failed_count, state_json, created_at, updated_at`;
+
+/**
+ * The columns of {@link ListedOperation}: lists never carry query_params out of the database
+ * (200 operations on the operator page, every 5 s, at up to OPSPAD_MAX_QUERY_PARAMS_BYTES each).
+ */
+const LISTED_COLUMNS = (alias: string) =>
+  OPERATION_COLUMNS.split(',')
+    .map((c) => c.trim())
+    .map((c) => (c === 'state_json' ? `${alias}state_json - 'query_params' AS state_json` : `${alias}${c}`))
+    .join(', ');
 
 /** The operation is completed or cancelled: `what` (e.g. "paused") can no longer happen to it. */
 function operationFinished(op: OperationRecord, what: string): AppError {
@@ -904,7 +915,7 @@ export async function retryFailed(
 }
 
 export interface OpenOperationsPage {
-  operations: (OperationRecord & { in_flight_count: number })[];
+  operations: (ListedOperation & { in_flight_count: number })[];
   /** Active and paused operations in the conversation, including those not in the page. */
   total: number;
 }
@@ -919,8 +930,8 @@ export async function listOpenOperations(
   scope: ConversationScope,
   limit: number,
 ): Promise<OpenOperationsPage> {
-  const operations = await db.query<OperationRecord & { in_flight_count: number }>(
-    `SELECT ${OPERATION_COLUMNS},
+  const operations = await db.query<ListedOperation & { in_flight_count: number }>(
+    `SELECT ${LISTED_COLUMNS('o.')},
        (SELECT count(*)::int FROM assistant_operation_item i
         WHERE i.operation_id = o.id AND i.status = 'leased') AS in_flight_count
      FROM assistant_operation o
@@ -947,7 +958,7 @@ export async function listOpenOperations(
 // return each operation's scope so that every change after them is scoped again.
 
 export interface ActiveBackgroundOperation extends ConversationScope {
-  operation: OperationRecord;
+  operation: ListedOperation;
   /** Milliseconds since the operation last changed, by the database's clock. */
   idleMs: number;
 }
@@ -959,8 +970,8 @@ export async function listActiveBackgroundOperationsAllOrganizations(
   afterId: string,
   limit: number,
 ): Promise<ActiveBackgroundOperation[]> {
-  const rows = await db.query<OperationRecord & { idle_ms: number }>(
-    `SELECT ${OPERATION_COLUMNS}, (extract(epoch FROM now() - updated_at) * 1000)::int AS idle_ms
+  const rows = await db.query<ListedOperation & { idle_ms: number }>(
+    `SELECT ${LISTED_COLUMNS('')}, (extract(epoch FROM now() - updated_at) * 1000)::int AS idle_ms
      FROM assistant_operation
      WHERE status = 'active' AND state_json->>'execution' = 'background' AND id > $1::uuid
        AND coalesce(state_json->>'queue_prefix', $3) = $3
@@ -1045,10 +1056,10 @@ export async function getOperationInOrganization(
   return { operation, counts: countsOf(operation, await countInFlight(db, operation.id)) };
 }
 
-export interface AdminOperationRow extends OperationRecord {
+export type AdminOperationRow = ListedOperation & {
   organization_name: string;
   in_flight_count: number;
-}
+};
 
 /**
  * Operations across organizations for the operator view, newest first, optionally filtered by
@@ -1059,9 +1070,7 @@ export async function listOperationsAllOrganizations(
   filter: { organizationName?: string; status?: OperationRecord['status']; limit: number },
 ): Promise<AdminOperationRow[]> {
   return db.query<AdminOperationRow>(
-    `SELECT ${OPERATION_COLUMNS.split(',')
-      .map((c) => `o.${c.trim()}`)
-      .join(', ')}, g.name AS organization_name,
+    `SELECT ${LISTED_COLUMNS('o.')}, g.name AS organization_name,
        (SELECT count(*)::int FROM assistant_operation_item i
         WHERE i.operation_id = o.id AND i.status = 'leased') AS in_flight_count
      FROM assistant_operation o JOIN organization g ON g.id = o.organization_id

@@ -12,12 +12,15 @@ import {
   citationIssues,
   countsOfPad,
   emptyPad,
+  entryCountIssues,
   type Pad,
   type PadCounts,
   type PadIssue,
   recordRefIssues,
   recordRefTarget,
 } from '../domain/scratchpad.ts';
+import { PAD_TOO_LARGE_ADVICE } from '../domain/scratchpad-input.ts';
+import { checkJsonTextBytes, DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
 import {
   type ConversationScope,
   conversationNotFound,
@@ -153,6 +156,8 @@ export interface PadWrite {
   /** Reorganizations do not count toward the cadence, and reset it. */
   isReorganization?: boolean;
   reciteBudget?: number;
+  /** OPSPAD_MAX_SCRATCHPAD_BYTES: the new pad, as stored JSON, must fit. */
+  maxBytes?: number;
 }
 
 export interface PadWriteResult {
@@ -188,7 +193,15 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
       throw versionConflict(currentVersion, write.expectedVersion);
     }
     const pad = write.build(current?.pad ?? emptyPad(), currentVersion);
-    const issues = [...citationIssues(pad), ...recordRefIssues(pad)];
+    const json = JSON.stringify(pad);
+    checkJsonTextBytes(
+      'scratchpadBytes',
+      'scratchpad',
+      json,
+      write.maxBytes ?? DEFAULT_SIZE_LIMITS.scratchpadBytes,
+      PAD_TOO_LARGE_ADVICE,
+    );
+    const issues = [...entryCountIssues(pad), ...citationIssues(pad), ...recordRefIssues(pad)];
     if (issues.length === 0) {
       issues.push(...(await missingRecordRefs(tx, scope, pad)));
     }
@@ -215,7 +228,7 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
         scope.conversationId,
         scope.organizationId,
         version,
-        JSON.stringify(pad),
+        json,
         writes,
         write.isReorganization ? version : 0,
         JSON.stringify(recitation),
@@ -225,14 +238,7 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
     await tx.query(
       `INSERT INTO scratchpad_version (conversation_id, version, pad, source, reason, metadata)
        VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb)`,
-      [
-        scope.conversationId,
-        version,
-        JSON.stringify(pad),
-        write.source,
-        write.reason,
-        JSON.stringify(write.metadata ?? {}),
-      ],
+      [scope.conversationId, version, json, write.source, write.reason, JSON.stringify(write.metadata ?? {})],
     );
     return { version, pad, counts: countsOfPad(pad), reorganizeDue };
   });

@@ -5,6 +5,7 @@
  * traced. The answer's `result` is the text a model reads.
  */
 import {
+  checkNoteInputSizes,
   READ_TOOL_NAME,
   ReadFromScratchpadInput,
   readResultText,
@@ -13,6 +14,7 @@ import {
   wantsHistory,
   writeResultText,
 } from '../domain/notes-input.ts';
+import { DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
 import { parseOrThrow } from '../domain/validation.ts';
 import { type Database, type NotesScope, readNotes, writeNote } from '../store/index.ts';
 import type { ToolCallContext, ToolResult } from './operation-tool.ts';
@@ -27,8 +29,17 @@ function scopeFields(ctx: ToolCallContext) {
   return { scope: ctx.executionId === undefined ? 'conversation' : 'execution', execution_id: ctx.executionId ?? null };
 }
 
-export async function executeWriteToScratchpad(db: Database, ctx: ToolCallContext, raw: unknown): Promise<ToolResult> {
+/** OPSPAD_MAX_NOTE_BYTES, unless the caller says otherwise. */
+const DEFAULT_NOTE_BYTES = DEFAULT_SIZE_LIMITS.noteBytes;
+
+export async function executeWriteToScratchpad(
+  db: Database,
+  ctx: ToolCallContext,
+  raw: unknown,
+  maxNoteBytes = DEFAULT_NOTE_BYTES,
+): Promise<ToolResult> {
   const input = parseOrThrow(WriteToScratchpadInput, raw);
+  checkNoteInputSizes(input, maxNoteBytes);
   const history = wantsHistory(input);
   const view = await writeNote(db, notesScope(ctx), input.notes, { withHistory: history });
   return {
@@ -38,8 +49,14 @@ export async function executeWriteToScratchpad(db: Database, ctx: ToolCallContex
   };
 }
 
-export async function executeReadFromScratchpad(db: Database, ctx: ToolCallContext, raw: unknown): Promise<ToolResult> {
+export async function executeReadFromScratchpad(
+  db: Database,
+  ctx: ToolCallContext,
+  raw: unknown,
+  maxNoteBytes = DEFAULT_NOTE_BYTES,
+): Promise<ToolResult> {
   const input = parseOrThrow(ReadFromScratchpadInput, raw);
+  checkNoteInputSizes(input, maxNoteBytes);
   const view = await readNotes(db, notesScope(ctx), input.persistent_notes ?? null);
   return {
     result: readResultText(view.notes),

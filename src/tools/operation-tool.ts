@@ -12,11 +12,13 @@ import {
 } from '../domain/operation.ts';
 import {
   type CreateInput,
+  checkCreateSizes,
   type GetInput,
   OPERATION_DEFAULTS,
   OperationToolInput,
   type RetryFailedInput,
 } from '../domain/operation-input.ts';
+import { DEFAULT_SIZE_LIMITS, type SizeLimits } from '../domain/size-limits.ts';
 import { type FieldIssue, findDuplicates, parseOrThrow } from '../domain/validation.ts';
 import {
   type ConversationScope,
@@ -39,6 +41,8 @@ export interface OperationToolDeps {
   db: Database;
   /** OPSPAD_MAX_ITEMS: the largest operation a create may make. */
   maxItems: number;
+  /** OPSPAD_MAX_QUERY_PARAMS_BYTES, OPSPAD_MAX_NOTE_BYTES, …: what one call may store. */
+  sizeLimits?: SizeLimits;
   /** OPSPAD_MAX_ACTIVE_BACKGROUND: active background operations per organization. */
   maxActiveBackground?: number;
   /** OPSPAD_QUEUE_PREFIX: recorded on background operations (their reconciler's scope). */
@@ -133,6 +137,7 @@ function nextStep(op: OperationRecord, counts: OperationCounts, batch: readonly 
 
 async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: CreateInput): Promise<ToolResult> {
   checkCreate(input, deps.maxItems);
+  checkCreateSizes(input, deps.sizeLimits ?? DEFAULT_SIZE_LIMITS);
   const execution: ExecutionMode =
     input.execution ?? (deps.hasHandler(input.operation_type) ? 'background' : 'assistant');
   if (execution === 'background' && !deps.hasHandler(input.operation_type)) {

@@ -21,8 +21,8 @@ export interface ToolRegistry {
 export function createToolRegistry(deps: OperationToolDeps & ScratchpadToolDeps): ToolRegistry {
   const tools: Record<string, (input: unknown, ctx: ToolCallContext) => Promise<ToolResult>> = {
     [OPERATION_TOOL_NAME]: (input, ctx) => executeOperationTool(deps, ctx, dropForeignNulls(input)),
-    [WRITE_TOOL_NAME]: (input, ctx) => executeWriteToScratchpad(deps.db, ctx, input),
-    [READ_TOOL_NAME]: (input, ctx) => executeReadFromScratchpad(deps.db, ctx, input),
+    [WRITE_TOOL_NAME]: (input, ctx) => executeWriteToScratchpad(deps.db, ctx, input, deps.sizeLimits?.noteBytes),
+    [READ_TOOL_NAME]: (input, ctx) => executeReadFromScratchpad(deps.db, ctx, input, deps.sizeLimits?.noteBytes),
     [UPDATE_SCRATCHPAD_TOOL]: (input, ctx) => executeUpdateScratchpad(deps, ctx, input),
   };
   const names = Object.keys(tools);

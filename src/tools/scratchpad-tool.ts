@@ -4,8 +4,9 @@
  * `expected_version`, a call based on a stale read is refused instead of overwriting.
  */
 
-import { normalizePad } from '../domain/scratchpad.ts';
-import { applyUpdate, UpdateScratchpadInput } from '../domain/scratchpad-input.ts';
+import { completePad } from '../domain/scratchpad.ts';
+import { applyUpdate, checkPadInputSize, UpdateScratchpadInput } from '../domain/scratchpad-input.ts';
+import { DEFAULT_SIZE_LIMITS, type SizeLimits } from '../domain/size-limits.ts';
 import { parseOrThrow } from '../domain/validation.ts';
 import { type ConversationScope, type Database, writePad } from '../store/index.ts';
 import type { ToolCallContext, ToolResult } from './operation-tool.ts';
@@ -15,6 +16,8 @@ export const UPDATE_SCRATCHPAD_TOOL = 'update_scratchpad';
 export interface ScratchpadToolDeps {
   db: Database;
   reciteBudget: number;
+  /** OPSPAD_MAX_SCRATCHPAD_BYTES (the rest is the operation tool's). */
+  sizeLimits?: SizeLimits;
   /** Called when the pad's cadence says a reorganization is due (e.g. to enqueue one). */
   onReorganizeDue?(scope: ConversationScope, version: number): Promise<void>;
 }
@@ -24,14 +27,17 @@ export async function executeUpdateScratchpad(
   ctx: ToolCallContext,
   rawInput: unknown,
 ): Promise<ToolResult> {
+  const maxPadBytes = (deps.sizeLimits ?? DEFAULT_SIZE_LIMITS).scratchpadBytes;
+  checkPadInputSize(rawInput, ['add', 'replace'], maxPadBytes);
   const input = parseOrThrow(UpdateScratchpadInput, rawInput, `${UPDATE_SCRATCHPAD_TOOL} input`);
   const result = await writePad(deps.db, ctx.scope, {
     expectedVersion: input.expected_version,
-    build: (current) => normalizePad(applyUpdate(current, input), input.task),
+    build: (current) => completePad(applyUpdate(current, input), input.task),
     source: 'tool',
     reason: input.reason ?? 'update_scratchpad',
     metadata: { actor: ctx.actor },
     reciteBudget: deps.reciteBudget,
+    maxBytes: maxPadBytes,
   });
   if (result.reorganizeDue) {
     await deps.onReorganizeDue?.(ctx.scope, result.version);

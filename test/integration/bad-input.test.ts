@@ -339,6 +339,7 @@ describe.each(ENGINES)('bad input on %s', (engine: Engine) => {
         expect(JSON.stringify({ ...validCreate, total_items: 200, item_ids: contacts }).length).toBeGreaterThan(2048);
         const response = await smallTenant.op(randomUUID(), { ...validCreate, total_items: 200, item_ids: contacts });
         const error = expectError(response, {
+          status: 413,
           code: 'body_too_large',
           mentions: ['2048 bytes', 'OPSPAD_MAX_BODY_BYTES'],
         });

@@ -150,10 +150,11 @@ describe.each(ENGINES)('the structured scratchpad on %s', (engine) => {
     expect(now.body.scratchpad.goals).toEqual(winner.body.scratchpad.goals);
   });
 
-  it('recites the pad at the end of the context fragment, within budget with 10,000 facts, and records each render', async () => {
+  it('recites the pad at the end of the context fragment, within budget with 4,000 facts, and records each render', async () => {
     const conversation = randomUUID();
     await tenant.op(conversation, { action: 'create', operation_type: 'send_sms', total_items: 2, item_ids: ids(2) });
-    const facts = Array.from({ length: 10_000 }, (_, i) => ({ text: `fact number ${i}`, source_ref: 'user:initial' }));
+    // 4,000 facts: about 200 KB, within OPSPAD_MAX_SCRATCHPAD_BYTES (256 KiB), fifty times the budget.
+    const facts = Array.from({ length: 4000 }, (_, i) => ({ text: `fact number ${i}`, source_ref: 'user:initial' }));
     const written = await pad.put(conversation, {
       expected_version: 0,
       task: 'Remember a lot',
@@ -167,7 +168,7 @@ describe.each(ENGINES)('the structured scratchpad on %s', (engine) => {
     expect(text.startsWith('## Bulk operations')).toBe(true);
     expect(recitation.length).toBeLessThanOrEqual(4000);
     expect(recitation).toMatch(/^## Scratchpad \(version 1, [\d,]+\/4,000 chars\)/);
-    expect(recitation).toContain('- fact number 9999 [source_ref: user:initial]');
+    expect(recitation).toContain('- fact number 3999 [source_ref: user:initial]');
     expect(recitation).toMatch(/- …\d+ older facts not shown/);
     expect(recitation).toContain('- check the opt-outs');
     expect(recitation).not.toContain('fact number 0 ');

@@ -10,7 +10,7 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import { parseOrThrow } from '../../domain/validation.ts';
+import { MAX_INT4, parseOrThrow } from '../../domain/validation.ts';
 import {
   createExecution,
   type Database,
@@ -36,6 +36,7 @@ const TracesQuery = z.strictObject({
     .number({ error: 'must be a number' })
     .int('must be a whole number')
     .min(0, 'must be 0 or more')
+    .max(MAX_INT4, `must be at most ${MAX_INT4}: a next_after returned by a previous page`)
     .optional(),
   limit: z.coerce
     .number({ error: 'must be a number' })

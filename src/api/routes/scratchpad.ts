@@ -10,9 +10,15 @@
  */
 import { Router } from 'express';
 import { z } from 'zod';
-import { normalizePad } from '../../domain/scratchpad.ts';
-import { PadSettingsInput, PutScratchpadBody, ReorganizeBody } from '../../domain/scratchpad-input.ts';
-import { parseOrThrow } from '../../domain/validation.ts';
+import { completePad } from '../../domain/scratchpad.ts';
+import {
+  checkPadInputSize,
+  PadSettingsInput,
+  PutScratchpadBody,
+  ReorganizeBody,
+} from '../../domain/scratchpad-input.ts';
+import { DEFAULT_SIZE_LIMITS } from '../../domain/size-limits.ts';
+import { MAX_INT4, parseOrThrow } from '../../domain/validation.ts';
 import { type ReorganizeDeps, reorganizeScratchpad } from '../../reorganizer/reorganize.ts';
 import {
   type ConversationScope,
@@ -28,7 +34,13 @@ import { principalOf } from '../auth.ts';
 import { conversationIdOf } from '../params.ts';
 
 const Page = z.object({
-  before: z.coerce.number().int().min(1).optional(),
+  // Versions are Postgres integers; event ids are bigints, which every safe integer fits.
+  before: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_INT4, `must be at most ${MAX_INT4}: a next_before returned by a previous page`)
+    .optional(),
   after: z.coerce.number().int().min(0).optional(),
   limit: z.coerce.number().int().min(1).max(500).default(50),
 });
@@ -51,13 +63,16 @@ export function scratchpadRouter(deps: ScratchpadRoutesDeps): Router {
 
   router.put('/conversations/:conversationId/scratchpad', async (req, res) => {
     const scope = scopeOf(req, res);
+    const maxBytes = (deps.sizeLimits ?? DEFAULT_SIZE_LIMITS).scratchpadBytes;
+    checkPadInputSize(req.body, ['scratchpad'], maxBytes);
     const body = parseOrThrow(PutScratchpadBody, req.body, 'scratchpad');
     const result = await writePad(deps.db, scope, {
       expectedVersion: body.expected_version,
-      build: () => normalizePad(body.scratchpad, body.task),
+      build: () => completePad(body.scratchpad, body.task),
       source: 'api',
       reason: body.reason ?? 'replaced over the API',
       reciteBudget: deps.reciteBudget,
+      maxBytes,
     });
     if (result.reorganizeDue) {
       await deps.onReorganizeDue?.(scope, result.version);
@@ -67,7 +82,7 @@ export function scratchpadRouter(deps: ScratchpadRoutesDeps): Router {
 
   router.get('/conversations/:conversationId/scratchpad/versions', async (req, res) => {
     const page = parseOrThrow(Page, req.query, 'query');
-    const versions = await listPadVersions(deps.db, scopeOf(req, res), page.before ?? 2 ** 31 - 1, page.limit);
+    const versions = await listPadVersions(deps.db, scopeOf(req, res), page.before ?? MAX_INT4, page.limit);
     res.json({
       versions,
       next_before: versions.length === page.limit ? (versions.at(-1)?.version ?? null) : null,
