@@ -7,9 +7,11 @@ import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { authFailureLimiter } from './api/auth-failures.ts';
 import type { AdminCredentials } from './api/basic-auth.ts';
 import { createApp } from './api/create-app.ts';
 import { rateLimitPerKey } from './api/rate-limit.ts';
+import { redisStreamSlots } from './api/stream-slots.ts';
 import type { Config } from './config/env.ts';
 import { sizeLimitsOf } from './domain/size-limits.ts';
 import { createEgressGuard } from './egress/index.ts';
@@ -177,6 +179,24 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       queues,
       scratchpad: { ...reorganizeDeps, onReorganizeDue },
       rateLimit: rateLimitPerKey(producer, config.OPSPAD_QUEUE_PREFIX, config.OPSPAD_RATE_LIMIT, logger),
+      authFailures: authFailureLimiter(producer, config.OPSPAD_QUEUE_PREFIX, config.OPSPAD_AUTH_FAILURE_LIMIT, logger),
+      trustProxy: config.OPSPAD_TRUST_PROXY,
+      adminReadOnly: config.OPSPAD_ADMIN_READONLY,
+      streams: {
+        heartbeatMs: config.OPSPAD_STREAM_HEARTBEAT,
+        idleMs: config.OPSPAD_STREAM_IDLE_TIMEOUT,
+        keyCheckMs: config.OPSPAD_STREAM_KEY_CHECK,
+        // A stream renews its slot at every key check: three missed renewals and it lapses.
+        slots: redisStreamSlots(
+          producer,
+          config.OPSPAD_QUEUE_PREFIX,
+          {
+            maxPerKey: config.OPSPAD_MAX_STREAMS_PER_KEY,
+            leaseMs: Math.max(30_000, 3 * config.OPSPAD_STREAM_KEY_CHECK),
+          },
+          logger,
+        ),
+      },
       admin,
       maxBodyBytes: config.OPSPAD_MAX_BODY_BYTES,
       eventsPollMs: options.eventsPollMs,

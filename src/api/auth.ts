@@ -1,17 +1,26 @@
 /**
  * Bearer API-key authentication for `/v1`. The resolved organization is the only scope a
  * request ever works in: handlers read it from `res.locals.principal`, never from the body.
+ * An address past its failed sign-ins is refused before its key is looked up (auth-failures.ts).
  */
 import type { RequestHandler, Response } from 'express';
 import { AppError } from '../domain/errors.ts';
 import { authenticateApiKey, type Database, type Principal } from '../store/index.ts';
+import type { AuthFailureLimiter } from './auth-failures.ts';
 
-export function requireApiKey(db: Database): RequestHandler {
+export function requireApiKey(db: Database, failures?: AuthFailureLimiter): RequestHandler {
   return async (req, res, next) => {
     const header = req.get('authorization') ?? '';
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    const principal = match?.[1] ? await authenticateApiKey(db, match[1]) : null;
+    const key = match?.[1];
+    if (key) {
+      await failures?.refuseIfBlocked('api', req, res);
+    }
+    const principal = key ? await authenticateApiKey(db, key) : null;
     if (!principal) {
+      if (key) {
+        await failures?.recordFailure('api', req);
+      }
       res.set('WWW-Authenticate', 'Bearer realm="opspad"');
       throw new AppError(
         'unauthorized',

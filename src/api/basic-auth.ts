@@ -1,11 +1,13 @@
 /**
  * HTTP basic auth for the operator pages (Bull Board, metrics). Credentials are compared as
  * SHA-256 digests with timingSafeEqual, so neither their content nor their length leaks
- * through response timing.
+ * through response timing. An address past its failed sign-ins is refused (429) before its
+ * credentials are compared (auth-failures.ts).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import { AppError, errorBody } from '../domain/errors.ts';
+import type { AuthFailureLimiter } from './auth-failures.ts';
 
 export interface AdminCredentials {
   user: string;
@@ -14,14 +16,21 @@ export interface AdminCredentials {
 
 const digest = (value: string) => createHash('sha256').update(value, 'utf8').digest();
 
-export function requireBasicAuth(credentials: AdminCredentials, realm = 'opspad admin'): RequestHandler {
+export function requireBasicAuth(
+  credentials: AdminCredentials,
+  { realm = 'opspad admin', failures }: { realm?: string; failures?: AuthFailureLimiter } = {},
+): RequestHandler {
   const expected = digest(`${credentials.user}:${credentials.password}`);
-  return (req, res, next) => {
+  return async (req, res, next) => {
     const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(req.get('authorization') ?? '');
     const given = match?.[1] ? Buffer.from(match[1], 'base64').toString('utf8') : '';
-    if (given && timingSafeEqual(digest(given), expected)) {
-      next();
-      return;
+    if (given) {
+      await failures?.refuseIfBlocked('operator', req, res);
+      if (timingSafeEqual(digest(given), expected)) {
+        next();
+        return;
+      }
+      await failures?.recordFailure('operator', req);
     }
     res.set('WWW-Authenticate', `Basic realm="${realm}", charset="UTF-8"`);
     res

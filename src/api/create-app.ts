@@ -13,10 +13,13 @@ import type { Database } from '../store/index.ts';
 import { OPERATION_TOOL_NAME } from '../tools/operation-tool.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey } from './auth.ts';
+import type { AuthFailureLimiter } from './auth-failures.ts';
 import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
 import { jsonBody, otherBodyLimit } from './json-body.ts';
+import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
+import { guardOperatorChanges, OPERATOR_CSP, operatorHeaders } from './operator-guard.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
@@ -25,6 +28,7 @@ import { metricsRouter } from './routes/metrics.ts';
 import { operationsRouter } from './routes/operations.ts';
 import { type ScratchpadRoutesDeps, scratchpadRouter } from './routes/scratchpad.ts';
 import { toolsRouter } from './routes/tools.ts';
+import type { StreamSlots } from './stream-slots.ts';
 
 export interface AppDeps {
   db: Database;
@@ -39,8 +43,16 @@ export interface AppDeps {
   maxBodyBytes: number;
   /** How often the events stream reads the database. */
   eventsPollMs?: number;
+  /** Event-stream bounds (OPSPAD_STREAM_*) and the per-key count of open streams. */
+  streams?: Partial<Omit<StreamBounds, 'pollMs'>> & { slots?: StreamSlots };
   /** Per-key request limit (after authentication), if any. */
   rateLimit?: RequestHandler;
+  /** Failed sign-ins per client address (OPSPAD_AUTH_FAILURE_LIMIT), if any. */
+  authFailures?: AuthFailureLimiter;
+  /** OPSPAD_ADMIN_READONLY */
+  adminReadOnly?: boolean;
+  /** OPSPAD_TRUST_PROXY: which proxies may name the client's address (none when unset). */
+  trustProxy?: number | readonly string[];
   /** The structured scratchpad: reorganizer, recitation budget, cadence hook. */
   scratchpad: ScratchpadRoutesDeps;
 }
@@ -69,21 +81,31 @@ const OPERATION_TOOL_PATH = new RegExp(`^/conversations/[^/]+/tools/${OPERATION_
 export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
+  // req.ip, which per-address limits count by, is the connection's unless proxies are named.
+  app.set('trust proxy', deps.trustProxy === undefined ? false : deps.trustProxy);
   app.use(healthRouter(deps.readiness));
 
-  const adminAuth = requireBasicAuth(deps.admin);
-  app.use('/metrics', adminAuth, metricsRouter(deps.metrics, deps.queues));
-  app.use(BOARD_PATH, adminAuth, createBoardRouter(deps.queues, { readOnly: false }));
+  const readOnly = deps.adminReadOnly ?? false;
+  const adminAuth = requireBasicAuth(deps.admin, { failures: deps.authFailures });
+  app.use('/metrics', operatorHeaders(OPERATOR_CSP.data), adminAuth, metricsRouter(deps.metrics, deps.queues));
+  app.use(
+    BOARD_PATH,
+    operatorHeaders(OPERATOR_CSP.board),
+    adminAuth,
+    guardOperatorChanges({ readOnly }),
+    createBoardRouter(deps.queues, { readOnly }),
+  );
   app.use(
     OPERATIONS_PAGE_PATH,
+    operatorHeaders(OPERATOR_CSP.page),
     adminAuth,
     express.urlencoded({ extended: false, limit: '4kb' }),
-    adminOperationsRouter({ db: deps.db, tools: deps.tools, adminUser: deps.admin.user }),
+    adminOperationsRouter({ db: deps.db, tools: deps.tools, adminUser: deps.admin.user, readOnly }),
   );
 
   const v1 = express.Router();
   // Authenticate before reading a body that may be tens of megabytes.
-  v1.use(requireApiKey(deps.db));
+  v1.use(requireApiKey(deps.db, deps.authFailures));
   if (deps.rateLimit) {
     v1.use(deps.rateLimit);
   }
@@ -105,7 +127,19 @@ export function createApp(deps: AppDeps): express.Express {
   v1.use(contextRouter(deps.db, deps.scratchpad.reciteBudget));
   v1.use(scratchpadRouter(deps.scratchpad));
   v1.use(executionsRouter(deps.db));
-  v1.use(operationsRouter(deps.db, deps.eventsPollMs ?? 1000, deps.readiness.accepting));
+  v1.use(
+    operationsRouter({
+      db: deps.db,
+      bounds: {
+        pollMs: deps.eventsPollMs ?? STREAM_DEFAULTS.pollMs,
+        heartbeatMs: deps.streams?.heartbeatMs ?? STREAM_DEFAULTS.heartbeatMs,
+        idleMs: deps.streams?.idleMs ?? STREAM_DEFAULTS.idleMs,
+        keyCheckMs: deps.streams?.keyCheckMs ?? STREAM_DEFAULTS.keyCheckMs,
+      },
+      slots: deps.streams?.slots,
+      accepting: deps.readiness.accepting,
+    }),
+  );
   app.use('/v1', v1);
 
   app.use(notFoundHandler);

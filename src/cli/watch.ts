@@ -93,7 +93,12 @@ export async function watchOperation(options: WatchOptions): Promise<Progress | 
     if (event !== 'progress' && event !== 'end') {
       continue;
     }
-    last = Progress.parse(JSON.parse(data));
+    const parsed: unknown = JSON.parse(data);
+    if (event === 'end' && !Progress.safeParse(parsed).success) {
+      // An end without progress (the key was revoked): say why the stream stopped.
+      throw new Error(String((parsed as { message?: unknown } | null)?.message ?? 'the event stream ended'));
+    }
+    last = Progress.parse(parsed);
     const done = last.completed_count + last.failed_count;
     samples.push({ at: Date.now(), done });
     // Rate over the last ~10 s of samples.

@@ -49,6 +49,12 @@ describe('loadConfig', () => {
       OPSPAD_REORGANIZE_SWEEP_BATCH: 100,
       OPSPAD_RATE_LIMIT: { max: 1000, windowMs: 1000 },
       OPSPAD_MAX_ACTIVE_BACKGROUND: 100,
+      OPSPAD_AUTH_FAILURE_LIMIT: { max: 20, windowMs: 60_000 },
+      OPSPAD_ADMIN_READONLY: false,
+      OPSPAD_MAX_STREAMS_PER_KEY: 10,
+      OPSPAD_STREAM_HEARTBEAT: 15_000,
+      OPSPAD_STREAM_IDLE_TIMEOUT: 600_000,
+      OPSPAD_STREAM_KEY_CHECK: 5_000,
     });
     expect(loadConfig({}).DATABASE_URL).toBeUndefined();
   });
@@ -67,6 +73,27 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ OPSPAD_PAUSED_TTL: 'a week' })).toThrow(/OPSPAD_PAUSED_TTL: must be a duration/);
     expect(loadConfig({ OPSPAD_RATE_LIMIT: '600/1m' }).OPSPAD_RATE_LIMIT).toEqual({ max: 600, windowMs: 60_000 });
     expect(() => loadConfig({ OPSPAD_RATE_LIMIT: 'lots' })).toThrow(/OPSPAD_RATE_LIMIT: must look like 1000\/1s/);
+  });
+
+  it('reads the tenant-surface bounds: flags, auth-failure limits, trusted proxies', () => {
+    const config = loadConfig({
+      OPSPAD_ADMIN_READONLY: 'true',
+      OPSPAD_AUTH_FAILURE_LIMIT: '5/10s',
+      OPSPAD_TRUST_PROXY: 'loopback, 10.0.0.0/8',
+      OPSPAD_STREAM_IDLE_TIMEOUT: '2m',
+    });
+    expect(config.OPSPAD_ADMIN_READONLY).toBe(true);
+    expect(config.OPSPAD_AUTH_FAILURE_LIMIT).toEqual({ max: 5, windowMs: 10_000 });
+    expect(config.OPSPAD_TRUST_PROXY).toEqual(['loopback', '10.0.0.0/8']);
+    expect(config.OPSPAD_STREAM_IDLE_TIMEOUT).toBe(120_000);
+    expect(loadConfig({ OPSPAD_TRUST_PROXY: '2' }).OPSPAD_TRUST_PROXY).toBe(2);
+    expect(loadConfig({ OPSPAD_ADMIN_READONLY: 'off' }).OPSPAD_ADMIN_READONLY).toBe(false);
+    expect(() => loadConfig({ OPSPAD_ADMIN_READONLY: 'maybe' })).toThrow(
+      /OPSPAD_ADMIN_READONLY: must be true or false/,
+    );
+    // Trusting every proxy would let any client pick its own address.
+    expect(() => loadConfig({ OPSPAD_TRUST_PROXY: 'true' })).toThrow(/OPSPAD_TRUST_PROXY: must be a number of proxies/);
+    expect(() => loadConfig({ OPSPAD_MAX_STREAMS_PER_KEY: '0' })).toThrow(/OPSPAD_MAX_STREAMS_PER_KEY/);
   });
 
   it('parses numbers and keeps a valid DATABASE_URL', () => {

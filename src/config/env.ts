@@ -52,6 +52,58 @@ const duration = z
   })
   .pipe(z.number().int().positive('must be longer than 0'));
 
+/** `<count>/<duration>`, e.g. `1000/1s` or `600/1m`: at most count events per window. */
+const perWindow = z
+  .string()
+  .regex(/^\s*\d+\s*\/\s*\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)?\s*$/, 'must look like 1000/1s or 600/1m')
+  .transform((value) => {
+    const [count, window] = value.split('/') as [string, string];
+    return { max: Number(count.trim()), windowMs: duration.parse(window.trim()) };
+  })
+  .pipe(z.object({ max: z.number().int().positive('the count must be above 0'), windowMs: z.number() }));
+
+/** `true` or `false` (also 1/0, yes/no, on/off). */
+const flag = z.union([z.boolean(), z.string()]).transform((value, ctx) => {
+  const text = String(value).trim().toLowerCase();
+  if (['true', '1', 'yes', 'on'].includes(text)) {
+    return true;
+  }
+  if (['false', '0', 'no', 'off'].includes(text)) {
+    return false;
+  }
+  ctx.addIssue({ code: 'custom', message: 'must be true or false' });
+  return z.NEVER;
+});
+
+/**
+ * Express's `trust proxy`: how many proxies in front of opspad to trust (a number), or which
+ * ones (addresses, subnets, `loopback`, `linklocal`, `uniquelocal`). Unset: none, and a client's
+ * address is the connection's. Trusting every proxy (`true`) is refused: any client could then
+ * choose its own address with X-Forwarded-For and escape per-address limits.
+ */
+const trustProxy = z
+  .string()
+  .trim()
+  .transform((value, ctx) => {
+    if (/^\d+$/.test(value)) {
+      return Number(value);
+    }
+    const parts = value
+      .split(',')
+      .map((part) => part.trim())
+      .filter((part) => part.length > 0);
+    const valid = (part: string) =>
+      ['loopback', 'linklocal', 'uniquelocal'].includes(part) || /^[0-9A-Fa-f:.]+(?:\/\d{1,3})?$/.test(part);
+    if (parts.length === 0 || !parts.every(valid)) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'must be a number of proxies, or addresses, subnets, loopback, linklocal or uniquelocal',
+      });
+      return z.NEVER;
+    }
+    return parts;
+  });
+
 export const EnvSchema = z.object({
   PORT: port.default(3000),
   HOST: z.string().trim().min(1).default('127.0.0.1'),
@@ -103,15 +155,7 @@ export const EnvSchema = z.object({
   /** BullMQ job lock; a worker that dies is noticed within about this long. */
   OPSPAD_JOB_LOCK_TTL: duration.default(30_000),
   /** Requests per API key on /v1, as `<count>/<duration>` (e.g. 1000/1s, 600/1m); 429 beyond. */
-  OPSPAD_RATE_LIMIT: z
-    .string()
-    .regex(/^\s*\d+\s*\/\s*\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)?\s*$/, 'must look like 1000/1s or 600/1m')
-    .transform((value) => {
-      const [count, window] = value.split('/') as [string, string];
-      return { max: Number(count.trim()), windowMs: duration.parse(window.trim()) };
-    })
-    .pipe(z.object({ max: z.number().int().positive('the count must be above 0'), windowMs: z.number() }))
-    .default({ max: 1000, windowMs: 1000 }),
+  OPSPAD_RATE_LIMIT: perWindow.default({ max: 1000, windowMs: 1000 }),
   /** Active background operations one organization may have at once. */
   OPSPAD_MAX_ACTIVE_BACKGROUND: positiveInt.default(100),
   /** The recitation of the structured scratchpad stays within this many characters. */
@@ -128,6 +172,20 @@ export const EnvSchema = z.object({
   OPSPAD_REORGANIZE_INTERVAL: duration.default(5 * 60_000),
   /** Pads one sweep hands out (one job each). */
   OPSPAD_REORGANIZE_SWEEP_BATCH: positiveInt.default(100),
+  /** Failed API-key or operator sign-ins per client address; beyond, 429 before any lookup. */
+  OPSPAD_AUTH_FAILURE_LIMIT: perWindow.default({ max: 20, windowMs: 60_000 }),
+  /** Proxies whose X-Forwarded-For names the client (see trustProxy). */
+  OPSPAD_TRUST_PROXY: trustProxy.optional(),
+  /** Bull Board and the operator page show, and change nothing. */
+  OPSPAD_ADMIN_READONLY: flag.default(false),
+  /** Event streams one API key may hold open at once, across every API process. */
+  OPSPAD_MAX_STREAMS_PER_KEY: positiveInt.default(10),
+  /** An event stream sends a comment line after this long without writing anything. */
+  OPSPAD_STREAM_HEARTBEAT: duration.default(15_000),
+  /** An event stream on a paused operation that has nothing to say for this long ends. */
+  OPSPAD_STREAM_IDLE_TIMEOUT: duration.default(10 * 60_000),
+  /** How often an event stream checks that its API key is still valid (ends once revoked). */
+  OPSPAD_STREAM_KEY_CHECK: duration.default(5_000),
   /** Client commands (`opspad ops …`): the API to talk to; default http://HOST:PORT. */
   OPSPAD_URL: url(['http:', 'https:']).optional(),
   /** Client commands: the API key to send. */

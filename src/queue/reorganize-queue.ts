@@ -59,7 +59,8 @@ export function createReorganizeQueue(
       await queue.add(
         REORGANIZE_PAD_JOB,
         { conversation_id: scope.conversationId, organization_id: scope.organizationId, reason },
-        { jobId: `pad.${scope.conversationId}.${version}` },
+        // A conversation id alone is not unique: two organizations may use the same one.
+        { jobId: `pad.${scope.organizationId}.${scope.conversationId}.${version}` },
       );
     },
     async ensureScheduler() {

@@ -14,7 +14,15 @@ export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.m
 /** An arbitrary constant: the advisory lock key opspad's migrator holds while it runs. */
 const MIGRATION_LOCK_KEY = 7_303_140_001;
 
-export async function runMigrations(db: Database & ({ pool: pg.Pool } | { pglite: PGlite })): Promise<void> {
+/**
+ * Applies every migration of `migrationsFolder` (by default opspad's own) not applied yet. Tests
+ * pass a folder holding only the first migrations, to build a database as an earlier opspad left
+ * it and then upgrade it.
+ */
+export async function runMigrations(
+  db: Database & ({ pool: pg.Pool } | { pglite: PGlite }),
+  { migrationsFolder = MIGRATIONS_FOLDER }: { migrationsFolder?: string } = {},
+): Promise<void> {
   if ('pglite' in db) {
     // Imported here: drizzle's PGlite driver loads the embedded engine, which a process on
     // Postgres never needs (see createPgliteDatabase).
@@ -22,7 +30,7 @@ export async function runMigrations(db: Database & ({ pool: pg.Pool } | { pglite
       import('drizzle-orm/pglite'),
       import('drizzle-orm/pglite/migrator'),
     ]);
-    await migratePglite(drizzlePglite({ client: db.pglite }), { migrationsFolder: MIGRATIONS_FOLDER });
+    await migratePglite(drizzlePglite({ client: db.pglite }), { migrationsFolder });
     return;
   }
   const client = await db.pool.connect();
@@ -32,7 +40,7 @@ export async function runMigrations(db: Database & ({ pool: pg.Pool } | { pglite
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     try {
-      await migratePg(drizzlePg({ client }), { migrationsFolder: MIGRATIONS_FOLDER });
+      await migratePg(drizzlePg({ client }), { migrationsFolder });
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
     }

@@ -49,7 +49,7 @@ export interface NotesView {
   notes: string[];
 }
 
-/** Advisory-lock namespace of "the persistent notes of conversation <hashtext(id)>". */
+/** Advisory-lock namespace of "the persistent notes of conversation <hashtext(organization:id)>". */
 const PERSISTENT_NOTES_LOCK = 0x6e6f7465;
 
 const EXECUTION_COLUMNS = 'id, conversation_id, organization_id, status, created_at, ended_at';
@@ -176,7 +176,7 @@ async function openScope(tx: Queryable, scope: NotesScope, { addsPersistent }: {
   if (addsPersistent) {
     await tx.query('SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))', [
       PERSISTENT_NOTES_LOCK,
-      scope.conversationId,
+      `${scope.organizationId}:${scope.conversationId}`,
     ]);
   }
   if (scope.executionId !== undefined) {

@@ -20,12 +20,7 @@ import {
   remainingOf,
 } from '../domain/operation.ts';
 import { OPERATION_DEFAULTS } from '../domain/operation-input.ts';
-import {
-  type ConversationScope,
-  conversationNotFound,
-  conversationOwner,
-  ensureConversation,
-} from './conversation-repo.ts';
+import { type ConversationScope, ensureConversation } from './conversation-repo.ts';
 import type { Database, Queryable } from './db.ts';
 import { appendEvent } from './event-repo.ts';
 import {
@@ -132,13 +127,6 @@ async function activeOperationId(tx: Queryable, scope: ConversationScope): Promi
     return active.id;
   }
   const paused = rows.map((r) => r.id);
-  if (paused.length === 0) {
-    // Another organization's conversation is "not found", as for every other action on it.
-    const owner = await conversationOwner(tx, scope.conversationId);
-    if (owner !== null && owner !== scope.organizationId) {
-      throw conversationNotFound(scope.conversationId);
-    }
-  }
   throw new AppError(
     'no_active_operation',
     paused.length > 0

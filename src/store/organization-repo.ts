@@ -64,6 +64,18 @@ export async function authenticateApiKey(db: Queryable, apiKey: string): Promise
   return row ? { organizationId: row.organization_id, keyId: row.id } : null;
 }
 
+/**
+ * Whether the principal's key is still valid (not revoked, organization not deleted): what a
+ * long-lived request such as an event stream checks now and then. By primary key: one index probe.
+ */
+export async function isApiKeyActive(db: Queryable, principal: Principal): Promise<boolean> {
+  const rows = await db.query('SELECT 1 FROM api_key WHERE id = $1 AND organization_id = $2 AND revoked_at IS NULL', [
+    principal.keyId,
+    principal.organizationId,
+  ]);
+  return rows.length > 0;
+}
+
 export interface ApiKeySummary {
   key_id: string;
   organization_id: string;

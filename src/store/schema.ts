@@ -7,10 +7,12 @@
  * a batch touches O(batch) rows whatever the operation's size.
  */
 import { sql } from 'drizzle-orm';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import {
   bigserial,
   boolean,
   check,
+  foreignKey,
   index,
   integer,
   jsonb,
@@ -68,17 +70,33 @@ export const organizationWebhookSecret = pgTable(
   ],
 );
 
+/**
+ * A conversation is (organization, id): the id is the caller's, so two organizations that pick
+ * the same id have two conversations that never meet. Every table that belongs to a conversation
+ * carries both columns and a composite foreign key to this primary key; their queries already
+ * filtered on both, so none needs a join or a lookup of an internal id. The key leads with
+ * organization_id, which also serves the cascade from a deleted organization.
+ */
 export const assistantConversation = pgTable(
   'assistant_conversation',
   {
-    id: uuid('id').primaryKey(),
+    id: uuid('id').notNull(),
     organizationId: uuid('organization_id')
       .notNull()
       .references(() => organization.id, { onDelete: 'cascade' }),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('idx_assistant_conversation_organization').on(t.organizationId)],
+  (t) => [primaryKey({ columns: [t.organizationId, t.id], name: 'pk_assistant_conversation' })],
 );
+
+/** The composite foreign key of a row that belongs to a conversation (deleted with it). */
+function belongsToConversation(table: string, t: { organizationId: AnyPgColumn; conversationId: AnyPgColumn }) {
+  return foreignKey({
+    name: `fk_${table}_conversation`,
+    columns: [t.organizationId, t.conversationId],
+    foreignColumns: [assistantConversation.organizationId, assistantConversation.id],
+  }).onDelete('cascade');
+}
 
 export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled'] as const;
 
@@ -86,9 +104,7 @@ export const assistantOperation = pgTable(
   'assistant_operation',
   {
     id: uuid('id').primaryKey().defaultRandom(),
-    conversationId: uuid('conversation_id')
-      .notNull()
-      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    conversationId: uuid('conversation_id').notNull(),
     organizationId: uuid('organization_id')
       .notNull()
       .references(() => organization.id, { onDelete: 'cascade' }),
@@ -102,10 +118,13 @@ export const assistantOperation = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
+    belongsToConversation('assistant_operation', t),
     index('idx_assistant_operation_conversation').on(t.conversationId),
     index('idx_assistant_operation_org_active').on(t.organizationId, t.status).where(sql`status = 'active'`),
     // "One active operation per conversation" is a database fact, not only an application rule.
-    uniqueIndex('uq_assistant_operation_one_active').on(t.conversationId).where(sql`status = 'active'`),
+    uniqueIndex('uq_assistant_operation_one_active')
+      .on(t.conversationId, t.organizationId)
+      .where(sql`status = 'active'`),
     check('ck_assistant_operation_status', sql`status IN ('active', 'paused', 'completed', 'cancelled')`),
   ],
 );
@@ -178,9 +197,7 @@ export const assistantExecution = pgTable(
   'assistant_execution',
   {
     id: uuid('id').primaryKey().defaultRandom(),
-    conversationId: uuid('conversation_id')
-      .notNull()
-      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    conversationId: uuid('conversation_id').notNull(),
     organizationId: uuid('organization_id')
       .notNull()
       .references(() => organization.id, { onDelete: 'cascade' }),
@@ -189,6 +206,7 @@ export const assistantExecution = pgTable(
     endedAt: timestamp('ended_at', { withTimezone: true }),
   },
   (t) => [
+    belongsToConversation('assistant_execution', t),
     index('idx_assistant_execution_conversation').on(t.conversationId),
     check('ck_assistant_execution_status', sql`status IN ('running', 'ended')`),
   ],
@@ -202,9 +220,7 @@ export const scratchpadNote = pgTable(
   'scratchpad_note',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    conversationId: uuid('conversation_id')
-      .notNull()
-      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    conversationId: uuid('conversation_id').notNull(),
     organizationId: uuid('organization_id')
       .notNull()
       .references(() => organization.id, { onDelete: 'cascade' }),
@@ -213,7 +229,10 @@ export const scratchpadNote = pgTable(
     text: text('text').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('idx_scratchpad_note_scope').on(t.conversationId, t.executionId, t.id)],
+  (t) => [
+    belongsToConversation('scratchpad_note', t),
+    index('idx_scratchpad_note_scope').on(t.conversationId, t.executionId, t.id),
+  ],
 );
 
 /** Every read and write of the notes scratchpad, in order, for operators. */
@@ -221,9 +240,7 @@ export const scratchpadTrace = pgTable(
   'scratchpad_trace',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    conversationId: uuid('conversation_id')
-      .notNull()
-      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    conversationId: uuid('conversation_id').notNull(),
     organizationId: uuid('organization_id')
       .notNull()
       .references(() => organization.id, { onDelete: 'cascade' }),
@@ -233,6 +250,7 @@ export const scratchpadTrace = pgTable(
     at: timestamp('at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
+    belongsToConversation('scratchpad_trace', t),
     index('idx_scratchpad_trace_execution').on(t.executionId, t.id),
     check('ck_scratchpad_trace_kind', sql`kind IN ('read', 'write')`),
   ],
@@ -246,9 +264,7 @@ export const scratchpadTrace = pgTable(
 export const scratchpad = pgTable(
   'scratchpad',
   {
-    conversationId: uuid('conversation_id')
-      .primaryKey()
-      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    conversationId: uuid('conversation_id').notNull(),
     organizationId: uuid('organization_id')
       .notNull()
       .references(() => organization.id, { onDelete: 'cascade' }),
@@ -268,6 +284,8 @@ export const scratchpad = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
+    primaryKey({ columns: [t.organizationId, t.conversationId], name: 'pk_scratchpad' }),
+    belongsToConversation('scratchpad', t),
     // The sweep's query: only pads changed since their last reorganization are in this index.
     index('idx_scratchpad_needs_reorganization').on(t.updatedAt).where(sql`version > reorganized_version`),
   ],
@@ -276,9 +294,8 @@ export const scratchpad = pgTable(
 export const scratchpadVersion = pgTable(
   'scratchpad_version',
   {
-    conversationId: uuid('conversation_id')
-      .notNull()
-      .references(() => scratchpad.conversationId, { onDelete: 'cascade' }),
+    conversationId: uuid('conversation_id').notNull(),
+    organizationId: uuid('organization_id').notNull(),
     version: integer('version').notNull(),
     pad: jsonb('pad').notNull(),
     source: varchar('source', { length: 32 }).notNull(),
@@ -286,7 +303,14 @@ export const scratchpadVersion = pgTable(
     metadata: jsonb('metadata').notNull().default({}),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.conversationId, t.version], name: 'pk_scratchpad_version' })],
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.conversationId, t.version], name: 'pk_scratchpad_version' }),
+    foreignKey({
+      name: 'fk_scratchpad_version_scratchpad',
+      columns: [t.organizationId, t.conversationId],
+      foreignColumns: [scratchpad.organizationId, scratchpad.conversationId],
+    }).onDelete('cascade'),
+  ],
 );
 
 /** Reorganization outcomes (reorganized, invalid_sources, llm_error, store_error, superseded). */
@@ -294,9 +318,7 @@ export const scratchpadEvent = pgTable(
   'scratchpad_event',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    conversationId: uuid('conversation_id')
-      .notNull()
-      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    conversationId: uuid('conversation_id').notNull(),
     organizationId: uuid('organization_id')
       .notNull()
       .references(() => organization.id, { onDelete: 'cascade' }),
@@ -305,7 +327,10 @@ export const scratchpadEvent = pgTable(
     data: jsonb('data').notNull().default({}),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('idx_scratchpad_event_conversation').on(t.conversationId, t.id)],
+  (t) => [
+    belongsToConversation('scratchpad_event', t),
+    index('idx_scratchpad_event_conversation').on(t.conversationId, t.id),
+  ],
 );
 
 /** What the assistant was told on each turn: the pad version and a hash of the fragment. */
@@ -313,9 +338,7 @@ export const contextRender = pgTable(
   'context_render',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    conversationId: uuid('conversation_id')
-      .notNull()
-      .references(() => assistantConversation.id, { onDelete: 'cascade' }),
+    conversationId: uuid('conversation_id').notNull(),
     organizationId: uuid('organization_id')
       .notNull()
       .references(() => organization.id, { onDelete: 'cascade' }),
@@ -324,5 +347,8 @@ export const contextRender = pgTable(
     sha256: text('sha256').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index('idx_context_render_conversation').on(t.conversationId, t.id)],
+  (t) => [
+    belongsToConversation('context_render', t),
+    index('idx_context_render_conversation').on(t.conversationId, t.id),
+  ],
 );

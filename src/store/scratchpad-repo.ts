@@ -21,12 +21,7 @@ import {
 } from '../domain/scratchpad.ts';
 import { PAD_TOO_LARGE_ADVICE } from '../domain/scratchpad-input.ts';
 import { checkJsonTextBytes, DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
-import {
-  type ConversationScope,
-  conversationNotFound,
-  conversationOwner,
-  ensureConversation,
-} from './conversation-repo.ts';
+import { type ConversationScope, ensureConversation } from './conversation-repo.ts';
 import type { Database, Queryable } from './db.ts';
 
 export interface PadSettings {
@@ -71,12 +66,8 @@ function fromRow(row: PadRow): StoredPad {
   };
 }
 
-/** The conversation's pad, or version 0 and an empty pad if none was written. 404 for others'. */
+/** The conversation's pad, or version 0 and an empty pad if none was written. */
 export async function getPad(db: Queryable, scope: ConversationScope): Promise<StoredPad> {
-  const owner = await conversationOwner(db, scope.conversationId);
-  if (owner !== null && owner !== scope.organizationId) {
-    throw conversationNotFound(scope.conversationId);
-  }
   const rows = await db.query<PadRow>(
     `SELECT ${PAD_COLUMNS} FROM scratchpad WHERE conversation_id = $1 AND organization_id = $2`,
     [scope.conversationId, scope.organizationId],
@@ -180,9 +171,10 @@ export function versionConflict(currentVersion: number, expected: number): AppEr
 export async function writePad(db: Database, scope: ConversationScope, write: PadWrite): Promise<PadWriteResult> {
   return db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
-    const rows = await tx.query<PadRow>(`SELECT ${PAD_COLUMNS} FROM scratchpad WHERE conversation_id = $1`, [
-      scope.conversationId,
-    ]);
+    const rows = await tx.query<PadRow>(
+      `SELECT ${PAD_COLUMNS} FROM scratchpad WHERE organization_id = $1 AND conversation_id = $2`,
+      [scope.organizationId, scope.conversationId],
+    );
     const current = rows[0] ? fromRow(rows[0]) : null;
     const currentVersion = current?.version ?? 0;
     if (
@@ -219,7 +211,7 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
       `INSERT INTO scratchpad (conversation_id, organization_id, version, pad, writes_since_reorganize,
          reorganized_version, recitation, updated_at)
        VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7::jsonb, now())
-       ON CONFLICT (conversation_id) DO UPDATE SET
+       ON CONFLICT (organization_id, conversation_id) DO UPDATE SET
          version = excluded.version, pad = excluded.pad,
          writes_since_reorganize = excluded.writes_since_reorganize,
          reorganized_version = CASE WHEN $8 THEN excluded.version ELSE scratchpad.reorganized_version END,
@@ -236,9 +228,17 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
       ],
     );
     await tx.query(
-      `INSERT INTO scratchpad_version (conversation_id, version, pad, source, reason, metadata)
-       VALUES ($1, $2, $3::jsonb, $4, $5, $6::jsonb)`,
-      [scope.conversationId, version, json, write.source, write.reason, JSON.stringify(write.metadata ?? {})],
+      `INSERT INTO scratchpad_version (conversation_id, organization_id, version, pad, source, reason, metadata)
+       VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7::jsonb)`,
+      [
+        scope.conversationId,
+        scope.organizationId,
+        version,
+        json,
+        write.source,
+        write.reason,
+        JSON.stringify(write.metadata ?? {}),
+      ],
     );
     return { version, pad, counts: countsOfPad(pad), reorganizeDue };
   });
@@ -255,7 +255,7 @@ export async function updatePadSettings(
     const rows = await tx.query<{ settings: Partial<PadSettings> }>(
       `INSERT INTO scratchpad (conversation_id, organization_id, version, pad, settings)
        VALUES ($1, $2, 0, $3::jsonb, $4::jsonb)
-       ON CONFLICT (conversation_id) DO UPDATE SET settings = scratchpad.settings || excluded.settings
+       ON CONFLICT (organization_id, conversation_id) DO UPDATE SET settings = scratchpad.settings || excluded.settings
        RETURNING settings`,
       [scope.conversationId, scope.organizationId, JSON.stringify(emptyPad()), JSON.stringify(settings)],
     );
@@ -288,15 +288,14 @@ export async function listPadVersions(
   beforeVersion: number,
   limit: number,
 ): Promise<PadVersionSummary[]> {
-  await getPad(db, scope); // 404 for another organization's conversation
   const rows = await db.query<
     Omit<PadVersionSummary, 'counts'> & { goals: number; open_items: number; facts: number; refs: number }
   >(
     `SELECT v.version, v.source, v.reason, v.metadata, v.created_at,
             jsonb_array_length(v.pad->'goals') AS goals, jsonb_array_length(v.pad->'open_items') AS open_items,
             jsonb_array_length(v.pad->'facts') AS facts, jsonb_array_length(v.pad->'refs') AS refs
-     FROM scratchpad_version v JOIN scratchpad s ON s.conversation_id = v.conversation_id
-     WHERE v.conversation_id = $1 AND s.organization_id = $2 AND v.version < $3
+     FROM scratchpad_version v
+     WHERE v.conversation_id = $1 AND v.organization_id = $2 AND v.version < $3
      ORDER BY v.version DESC LIMIT $4`,
     [scope.conversationId, scope.organizationId, beforeVersion, limit],
   );

@@ -10,8 +10,7 @@ import { OPERATIONS_BUDGET_CHARS, type OperationSummary, renderOperations } from
 import { recitePad } from '../domain/recitation.ts';
 import {
   type ConversationScope,
-  conversationNotFound,
-  conversationOwner,
+  conversationExists,
   type Database,
   getPad,
   getRecitation,
@@ -47,15 +46,15 @@ export async function buildContextFragment(
   scope: ConversationScope,
   reciteBudget: number,
 ): Promise<ContextFragment> {
-  // The owner check runs beside the reads (one round trip instead of two, on every turn): they
-  // are scoped by organization too, so another organization's conversation reads as empty, and
-  // nothing read is used unless the conversation is the caller's.
-  const [owner, page, pad] = await Promise.all([
-    conversationOwner(db, scope.conversationId),
+  // The existence check runs beside the reads (one round trip instead of two, on every turn).
+  // Every read is scoped by (organization, conversation): an id only another organization uses
+  // is, for this one, an id not used yet, and answers exactly as one.
+  const [exists, page, pad] = await Promise.all([
+    conversationExists(db, scope),
     listOpenOperations(db, scope, MAX_LOADED_OPERATIONS),
     recitation(db, scope, reciteBudget),
   ]);
-  if (owner === null) {
+  if (!exists) {
     // Not used yet: nothing to recite, and nothing is created by reading.
     return {
       text: '',
@@ -63,9 +62,6 @@ export async function buildContextFragment(
       operations_total: 0,
       scratchpad: { version: 0, chars: 0, budget: reciteBudget },
     };
-  }
-  if (owner !== scope.organizationId) {
-    throw conversationNotFound(scope.conversationId);
   }
   const operations = renderOperations(page.operations, page.total, OPERATIONS_BUDGET_CHARS);
   const text = [operations.text, pad.text].filter((part) => part.length > 0).join('\n\n');

@@ -4,8 +4,8 @@
  * digests before and after a call mean the call wrote nothing for that organization.
  *
  * Rows are attributed to an organization through their `organization_id` (the organization row
- * through its id, items through their operation, pad versions through their conversation). Rows
- * no organization owns (an item whose operation is gone) count as everyone else's.
+ * through its id, items through their operation). Rows no organization owns (an item whose
+ * operation is gone) count as everyone else's.
  *
  * {@link uncoveredTables} lists the tables the digest does not read, so a test can fail when a
  * migration adds one.
@@ -28,10 +28,7 @@ const TABLES: Record<string, { owner: string; join?: string }> = {
   scratchpad_note: { owner: 't.organization_id' },
   scratchpad_trace: { owner: 't.organization_id' },
   scratchpad: { owner: 't.organization_id' },
-  scratchpad_version: {
-    owner: 'c.organization_id',
-    join: 'LEFT JOIN assistant_conversation c ON c.id = t.conversation_id',
-  },
+  scratchpad_version: { owner: 't.organization_id' },
   scratchpad_event: { owner: 't.organization_id' },
   context_render: { owner: 't.organization_id' },
 };

@@ -85,18 +85,20 @@ describe.each(ENGINES)('notes scratchpad on %s', (engine) => {
     tenant.get<TracesPage>(`/v1/executions/${executionId}/traces${query}`);
 
   /** The conversation's notes and traces as stored, for "nothing changed" checks. */
-  async function stored(conversationId: string) {
+  /** The conversation's rows; A's unless another organization is named. */
+  async function stored(conversationId: string, organizationId = orgA.organizationId) {
+    const scope = [conversationId, organizationId];
     const notes = await harness.db.query<{ execution_id: string | null; persistent: boolean; text: string }>(
-      'SELECT execution_id, persistent, text FROM scratchpad_note WHERE conversation_id = $1 ORDER BY id',
-      [conversationId],
+      'SELECT execution_id, persistent, text FROM scratchpad_note WHERE conversation_id = $1 AND organization_id = $2 ORDER BY id',
+      scope,
     );
     const traceRows = await harness.db.query<{ execution_id: string | null; kind: string; notes: string | null }>(
-      'SELECT execution_id, kind, notes FROM scratchpad_trace WHERE conversation_id = $1 ORDER BY id',
-      [conversationId],
+      'SELECT execution_id, kind, notes FROM scratchpad_trace WHERE conversation_id = $1 AND organization_id = $2 ORDER BY id',
+      scope,
     );
     const executions = await harness.db.query<{ id: string; status: string }>(
-      'SELECT id, status FROM assistant_execution WHERE conversation_id = $1 ORDER BY id',
-      [conversationId],
+      'SELECT id, status FROM assistant_execution WHERE conversation_id = $1 AND organization_id = $2 ORDER BY id',
+      scope,
     );
     return { notes, traces: traceRows, executions };
   }
@@ -354,7 +356,7 @@ describe.each(ENGINES)('notes scratchpad on %s', (engine) => {
     );
   });
 
-  it("walls tenants off: another organization's key cannot end, trace, use or start in A's data", async () => {
+  it("walls tenants off: another organization's key cannot end, trace or use A's execution, nor see A's notes", async () => {
     const conversationId = randomUUID();
     const execution = await startExecution(orgA, conversationId);
     await read(orgA, conversationId, { persistent_notes: 'A only' }, execution);
@@ -367,14 +369,18 @@ describe.each(ENGINES)('notes scratchpad on %s', (engine) => {
       ['traces', await traces(orgB, execution)],
       ['write in own conversation', await write(orgB, bConversation, { notes: 'x' }, execution)],
       ['read in own conversation', await read(orgB, bConversation, {}, execution)],
-      ['write in A conversation', await write(orgB, conversationId, { notes: 'x' }, execution)],
-      ['read in A conversation', await read(orgB, conversationId, {})],
-      ['start in A conversation', await orgB.post(`/v1/conversations/${conversationId}/executions`)],
+      ['write under A conversation id', await write(orgB, conversationId, { notes: 'x' }, execution)],
     ] as const) {
       expect(response.status, `${label}: ${JSON.stringify(response.body)}`).toBe(404);
       expect((response.body as unknown as ErrorResponse).error.code, label).toBe('not_found');
       expect(JSON.stringify(response.body), label).not.toContain('A secret');
     }
+    // Under A's conversation id B has a conversation of its own: its notes, not A's.
+    const readByB = await read(orgB, conversationId, {});
+    expect(readByB.body.result).toBe('Scratchpad is empty.');
+    expect(JSON.stringify(readByB.body)).not.toMatch(/A only|A secret/);
+    expect((await orgB.post(`/v1/conversations/${conversationId}/executions`)).status).toBe(201);
+    expect((await stored(conversationId, orgB.organizationId)).executions).toHaveLength(1);
     expect(await stored(conversationId)).toEqual(before);
     expect(before.executions).toEqual([{ id: execution, status: 'running' }]);
     expect(await stored(bConversation)).toEqual({ notes: [], traces: [], executions: [] });

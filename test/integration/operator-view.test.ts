@@ -72,7 +72,7 @@ describe('the operator view (postgres)', () => {
       headers: { origin: 'https://evil.example', 'content-type': 'application/x-www-form-urlencoded' },
       body: 'action=pause',
     });
-    expect(forged.status).toBe(400);
+    expect(forged.status).toBe(403);
     const status = async () =>
       (
         await harness.db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [

@@ -62,7 +62,9 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     expect(byName.idx_assistant_operation_org_active).toMatch(
       /btree \(organization_id, status\) WHERE \(\(status\)::text = 'active'::text\)/,
     );
-    expect(byName.uq_assistant_operation_one_active).toMatch(/UNIQUE INDEX .* WHERE \(\(status\)::text = 'active'/);
+    expect(byName.uq_assistant_operation_one_active).toMatch(
+      /UNIQUE INDEX .* btree \(conversation_id, organization_id\) WHERE \(\(status\)::text = 'active'/,
+    );
   });
 
   it('refuses a second active operation in a conversation at the database level', async () => {

@@ -201,17 +201,21 @@ describe.each(ENGINES)('the structured scratchpad on %s', (engine) => {
     expect(ok.body.settings).toEqual({ reorganize_every: 0, schema_retries: 1, max_recent_messages: 8 });
   });
 
-  it('keeps another organization out of the pad', async () => {
+  it('keeps another organization out of the pad: under the same id it has a pad of its own', async () => {
     const conversation = randomUUID();
     await pad.update(conversation, { task: 'Private' });
     const other = client(harness, await harness.newTenant());
-    expect((await other.get(conversation)).status).toBe(404);
-    expect((await other.get(conversation, '/versions')).status).toBe(404);
-    expect((await other.get(conversation, '/events')).status).toBe(404);
-    expect((await other.put(conversation, { expected_version: 1, scratchpad: {} })).status).toBe(404);
-    expect((await other.update(conversation, { add: { goals: [{ text: 'intrude' }] } })).status).toBe(404);
-    expect((await other.reorganize(conversation)).status).toBe(404);
+    const empty = await other.get(conversation);
+    expect(empty.status).toBe(200);
+    expect(empty.body.scratchpad).toMatchObject({ version: 0, goals: [] });
+    expect((await other.get<{ versions: unknown[] }>(conversation, '/versions')).body.versions).toEqual([]);
+    expect((await other.get<{ events: unknown[] }>(conversation, '/events')).body.events).toEqual([]);
+    // expected_version 1 is A's version, not B's: B's pad is at 0.
+    expect((await other.put(conversation, { expected_version: 1, scratchpad: {} })).status).toBe(409);
+    expect((await other.update(conversation, { add: { goals: [{ text: 'intrude' }] } })).status).toBe(200);
+    expect((await other.get(conversation)).body.scratchpad).toMatchObject({ version: 1, goals: [{ text: 'intrude' }] });
     expect((await pad.get(conversation)).body.scratchpad).toMatchObject({ version: 1, goals: [{ text: 'Private' }] });
+    expect((await pad.get(conversation, '/versions')).body).toMatchObject({ versions: [{ version: 1 }] });
   });
 });
 
@@ -343,7 +347,7 @@ describe('reorganization on a cadence and from the sweep (postgres, built-in reo
     expect(first.body.reorganization_queued).toBe(false);
     expect(second.body.reorganization_queued).toBe(false);
     const queue = harness.service.reorganizeQueue.queue;
-    expect(await queue.getJob(`pad.${conversation}.2`)).toBeUndefined();
+    expect(await queue.getJob(`pad.${tenant.organizationId}.${conversation}.2`)).toBeUndefined();
 
     const third = await pad.update(conversation, { add: { facts: [fact] } });
     expect(third.body).toMatchObject({ version: 3, reorganization_queued: true });
@@ -373,9 +377,9 @@ describe('reorganization on a cadence and from the sweep (postgres, built-in reo
 
     const queue = harness.service.reorganizeQueue;
     await sweepPads(harness.service.reorganizeDeps, queue, 10_000);
-    expect(await queue.queue.getJob(`pad.${changed}.1`)).toBeDefined();
+    expect(await queue.queue.getJob(`pad.${tenant.organizationId}.${changed}.1`)).toBeDefined();
     const settledVersion = (await pad.get(settled)).body.scratchpad.version;
-    expect(await queue.queue.getJob(`pad.${settled}.${settledVersion}`)).toBeUndefined();
+    expect(await queue.queue.getJob(`pad.${tenant.organizationId}.${settled}.${settledVersion}`)).toBeUndefined();
   });
 
   it('runs the sweep from a BullMQ job scheduler', async () => {

@@ -1,8 +1,10 @@
 /**
- * Walls between tenants, on real Postgres and on PGlite: another organization's key gets 404
- * not_found for every action on a conversation it does not own, for its context, and for an
- * operation id it did not create — and the owner's data is exactly as before. Operations are
- * also scoped to their conversation: the owner's own id is not found from another conversation.
+ * Walls between tenants, on real Postgres and on PGlite. A conversation is (organization, id):
+ * another organization's key that uses the same conversation id works in a conversation of its
+ * own — its context is that of an unused id, its actions never reach the owner's operations —
+ * and it gets 404 not_found for an operation id it did not create; the owner's data is exactly as
+ * before. Operations are also scoped to their conversation: the owner's own id is not found from
+ * another conversation.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -92,13 +94,15 @@ describe.each(ENGINES)('tenant walls on %s', (engine) => {
     await harness.close();
   });
 
-  /** Runs `attack` and checks that neither organization's data changed. */
-  async function withoutSideEffects(attack: () => Promise<void>) {
+  /** Runs `attack` and checks that A's data did not change (and B's too, unless `bMayChange`). */
+  async function withoutSideEffects(attack: () => Promise<void>, { bMayChange = false } = {}) {
     const beforeA = await snapshot(harness, orgA.organizationId);
     const beforeB = await snapshot(harness, orgB.organizationId);
     await attack();
     expect(await snapshot(harness, orgA.organizationId)).toEqual(beforeA);
-    expect(await snapshot(harness, orgB.organizationId)).toEqual(beforeB);
+    if (!bMayChange) {
+      expect(await snapshot(harness, orgB.organizationId)).toEqual(beforeB);
+    }
     expect((await orgA.context(conversationC)).body.text).toBe(contextBefore);
   }
 
@@ -121,25 +125,48 @@ describe.each(ENGINES)('tenant walls on %s', (engine) => {
     ];
   }
 
-  it("B gets 404 not_found for every action on A's conversation", async () => {
+  it("B's context for A's conversation id is exactly the context of an id nobody used", async () => {
     await withoutSideEffects(async () => {
-      for (const operationId of [activeId, pausedId]) {
-        for (const input of everyAction(operationId)) {
-          const error = expectNotFound(await orgB.op(conversationC, input), JSON.stringify(input));
-          // The answer never reveals A's data.
-          expect(JSON.stringify(error)).not.toMatch(/send_sms|tag_contacts|lead-|contact-/);
-        }
-      }
+      const context = await orgB.context(conversationC);
+      expect(context.status).toBe(200);
+      expect(context).toEqual(await orgB.context(randomUUID()));
+      expect(JSON.stringify(context.body)).not.toMatch(new RegExp(`${activeId}|${pausedId}|send_sms|tag_contacts`));
     });
   });
 
-  it("B gets 404 not_found for the context of A's conversation", async () => {
-    await withoutSideEffects(async () => {
-      const context = await orgB.context(conversationC);
-      const error = expectNotFound(context as HttpResult, 'context');
-      expect(error.message).toContain(conversationC);
-      expect(JSON.stringify(context.body)).not.toContain(activeId);
-    });
+  it("B's actions under A's conversation id happen in B's own conversation and never reach A's", async () => {
+    await withoutSideEffects(
+      async () => {
+        for (const operationId of [activeId, pausedId]) {
+          for (const input of everyAction(operationId)) {
+            const response = await orgB.op(conversationC, input);
+            // The answer never reveals A's data.
+            expect(JSON.stringify(response.body), JSON.stringify(input)).not.toMatch(
+              /send_sms|tag_contacts|lead-|contact-/,
+            );
+            if ('operation_id' in input) {
+              const error = expectNotFound(response, JSON.stringify(input));
+              expect(error.details).toEqual({ operation_id: operationId });
+            }
+          }
+        }
+      },
+      { bMayChange: true },
+    );
+    // What B created is B's: A's conversation still holds exactly A's two operations.
+    const rows = await harness.db.query<{ organization_id: string; id: string; operation_type: string }>(
+      'SELECT organization_id, id, operation_type FROM assistant_operation WHERE conversation_id = $1',
+      [conversationC],
+    );
+    expect(
+      rows
+        .filter((r) => r.organization_id === orgA.organizationId)
+        .map((r) => r.id)
+        .sort(),
+    ).toEqual([activeId, pausedId].sort());
+    const ofB = rows.filter((r) => r.organization_id === orgB.organizationId);
+    expect(ofB.length).toBeGreaterThan(0);
+    expect(new Set(ofB.map((r) => r.operation_type))).toEqual(new Set(['steal']));
   });
 
   it("B gets 404 not_found for A's operation ids inside B's own conversation", async () => {
@@ -196,10 +223,10 @@ describe.each(ENGINES)('tenant walls on %s', (engine) => {
     });
     const sameBatch = await orgA.op(conversationC, { action: 'progress' });
     expect(sameBatch.body.batch).toEqual(['lead-1', 'lead-2', 'lead-3']);
-    const rows = await harness.db.query<{ organization_id: string }>(
-      'SELECT DISTINCT organization_id FROM assistant_operation WHERE conversation_id = $1',
-      [conversationC],
+    const rows = await harness.db.query<{ id: string }>(
+      'SELECT id FROM assistant_operation WHERE conversation_id = $1 AND organization_id = $2 ORDER BY id',
+      [conversationC, orgA.organizationId],
     );
-    expect(rows).toEqual([{ organization_id: orgA.organizationId }]);
+    expect(rows.map((r) => r.id)).toEqual([activeId, pausedId].sort());
   });
 });

@@ -6,7 +6,9 @@
  *
  * Every value from the database is HTML-escaped (operation types, notes and failure reasons come
  * from tenants). Buttons are POST forms; a POST must come from this page's own origin, since a
- * browser would otherwise attach the basic-auth credentials to a forged cross-site form.
+ * browser would otherwise attach the basic-auth credentials to a forged cross-site form — the
+ * check Bull Board's changes pass too (operator-guard.ts). In read-only mode there are no buttons
+ * and every POST is refused.
  */
 import { type Request, Router } from 'express';
 import { z } from 'zod';
@@ -21,6 +23,7 @@ import {
   listOperationsAllOrganizations,
 } from '../../store/index.ts';
 import type { ToolRegistry } from '../../tools/registry.ts';
+import { assertOperatorMayChange } from '../operator-guard.ts';
 
 export const OPERATIONS_PAGE_PATH = '/admin/operations';
 
@@ -66,7 +69,10 @@ function progressBar(op: AdminOperationRow): string {
   return `<div class="bar" title="${op.completed_count} completed, ${op.failed_count} failed of ${op.total_items}"><div class="ok" style="width:${ok.toFixed(2)}%"></div><div class="ko" style="width:${ko.toFixed(2)}%"></div></div>`;
 }
 
-function buttons(op: AdminOperationRow): string {
+function buttons(op: AdminOperationRow, readOnly: boolean): string {
+  if (readOnly) {
+    return '';
+  }
   const allowed = op.status === 'active' ? ['pause', 'cancel'] : op.status === 'paused' ? ['resume', 'cancel'] : [];
   return allowed
     .map(
@@ -76,7 +82,11 @@ function buttons(op: AdminOperationRow): string {
     .join('');
 }
 
-function row(op: AdminOperationRow, reasons: readonly { item_id: string; reason: string | null }[]): string {
+function row(
+  op: AdminOperationRow,
+  reasons: readonly { item_id: string; reason: string | null }[],
+  readOnly: boolean,
+): string {
   const recorded = op.completed_count + op.failed_count;
   const reasonList =
     reasons.length > 0
@@ -91,24 +101,11 @@ function row(op: AdminOperationRow, reasons: readonly { item_id: string; reason:
 <td><a href="${OPERATIONS_PAGE_PATH}/${op.id}">${escapeHtml(op.operation_type)}</a><div class="muted">${op.id}</div></td>
 <td><span class="status ${op.status}">${op.status}</span>${paused}</td>
 <td>${progressBar(op)}<div class="muted"><span class="recorded">${recorded}</span>/${op.total_items} recorded · ${op.failed_count} failed · ${remainingOf(op)} remaining · ${op.in_flight_count} in flight</div>${reasonList}</td>
-<td>${buttons(op)}</td></tr>`;
+<td>${buttons(op, readOnly)}</td></tr>`;
 }
 
 function table(rows: string): string {
   return `<table><thead><tr><th>Organization</th><th>Operation</th><th>Status</th><th>Progress</th><th></th></tr></thead><tbody>${rows || '<tr><td colspan="5">No operations.</td></tr>'}</tbody></table>`;
-}
-
-/** The request comes from this server's own pages (not a cross-site form). */
-function sameOrigin(req: Request): boolean {
-  const origin = req.get('origin') ?? req.get('referer');
-  if (!origin) {
-    return false;
-  }
-  try {
-    return new URL(origin).host === req.get('host');
-  } catch {
-    return false;
-  }
 }
 
 /** Where to go after a button: back to the operator page it came from, never elsewhere. */
@@ -121,8 +118,17 @@ function backTo(req: Request): string {
   }
 }
 
-export function adminOperationsRouter(deps: { db: Database; tools: ToolRegistry; adminUser: string }): Router {
+export function adminOperationsRouter(deps: {
+  db: Database;
+  tools: ToolRegistry;
+  adminUser: string;
+  /** OPSPAD_ADMIN_READONLY */
+  readOnly: boolean;
+}): Router {
   const router = Router();
+  const readOnlyNote = deps.readOnly
+    ? '<p class="muted">Read-only (OPSPAD_ADMIN_READONLY): operations cannot be paused, resumed or cancelled here.</p>'
+    : '';
 
   router.get('/', async (req, res) => {
     const filter = parseOrThrow(Filter, req.query, 'query');
@@ -140,9 +146,9 @@ export function adminOperationsRouter(deps: { db: Database; tools: ToolRegistry;
     res.type('html').send(
       page(
         'opspad · operations',
-        `<h1>Operations</h1>
+        `<h1>Operations</h1>${readOnlyNote}
 <form method="get"><input name="org" placeholder="organization" value="${escapeHtml(filter.org)}"> <select name="status">${statusOptions}</select> <button>Filter</button></form><p></p>
-${table(operations.map((op, i) => row(op, reasons[i] ?? [])).join(''))}`,
+${table(operations.map((op, i) => row(op, reasons[i] ?? [], deps.readOnly)).join(''))}`,
       ),
     );
   });
@@ -158,7 +164,7 @@ ${table(operations.map((op, i) => row(op, reasons[i] ?? [])).join(''))}`,
       page(
         `opspad · ${op.operation_type}`,
         `<h1>${escapeHtml(op.operation_type)} <span class="status ${op.status}">${op.status}</span></h1>
-${table(row(op, []))}
+${table(row(op, [], deps.readOnly))}
 <h2>Failures (first ${failures.length} of ${op.failed_count})</h2>
 <table><thead><tr><th>Item</th><th>Reason</th></tr></thead><tbody>${failures.map((f) => `<tr><td>${escapeHtml(f.item_id)}</td><td>${escapeHtml(f.reason)}</td></tr>`).join('') || '<tr><td colspan="2">None.</td></tr>'}</tbody></table>`,
       ),
@@ -166,14 +172,9 @@ ${table(row(op, []))}
   });
 
   router.post('/:operationId/:action', async (req, res) => {
+    assertOperatorMayChange(req, deps);
     const { operationId } = parseOrThrow(Params, { operationId: req.params.operationId }, 'path');
     const action = parseOrThrow(z.enum(ACTIONS), req.params.action, 'action');
-    if (!sameOrigin(req)) {
-      throw new AppError(
-        'validation_failed',
-        'Operator actions must come from the operator page (Origin check failed).',
-      );
-    }
     const op = await getOperationAnyOrganization(deps.db, operationId);
     if (!op) {
       throw new AppError('not_found', `Operation ${operationId} was not found.`);

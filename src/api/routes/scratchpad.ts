@@ -92,7 +92,6 @@ export function scratchpadRouter(deps: ScratchpadRoutesDeps): Router {
   router.get('/conversations/:conversationId/scratchpad/events', async (req, res) => {
     const page = parseOrThrow(Page, req.query, 'query');
     const scope = scopeOf(req, res);
-    await getPad(deps.db, scope); // 404 for another organization's conversation
     res.json({ events: await listScratchpadEvents(deps.db, scope, page.after ?? 0, page.limit) });
   });
 
@@ -104,8 +103,8 @@ export function scratchpadRouter(deps: ScratchpadRoutesDeps): Router {
   router.post('/conversations/:conversationId/scratchpad/reorganize', async (req, res) => {
     const scope = scopeOf(req, res);
     const body = parseOrThrow(ReorganizeBody, req.body ?? {}, 'reorganize request');
-    // 404 for another organization's conversation; created on first use, as everywhere, since
-    // the outcome is recorded as an event of the conversation.
+    // Created on first use, as everywhere, since the outcome is recorded as an event of the
+    // conversation.
     await ensureConversation(deps.db, scope, { lock: false });
     const outcome = await reorganizeScratchpad(deps, scope, {
       reason: body.reason ?? 'requested over the API',
@@ -117,7 +116,6 @@ export function scratchpadRouter(deps: ScratchpadRoutesDeps): Router {
   router.get('/conversations/:conversationId/context-renders', async (req, res) => {
     const page = parseOrThrow(Page, req.query, 'query');
     const scope = scopeOf(req, res);
-    await getPad(deps.db, scope);
     res.json({ renders: await listContextRenders(deps.db, scope, page.limit) });
   });
 
