@@ -38,6 +38,8 @@ describe('loadConfig', () => {
       OPSPAD_LEASE_TTL: 120_000,
       OPSPAD_RECONCILE_INTERVAL: 15_000,
       OPSPAD_JOB_LOCK_TTL: 30_000,
+      OPSPAD_BATCH_TIMEOUT: 60_000,
+      OPSPAD_BATCH_GRACE: 5_000,
       OPSPAD_RECITE_MAX_CHARS: 4000,
       OPSPAD_LLM_TIMEOUT: 60_000,
       OPSPAD_REORGANIZE_INTERVAL: 300_000,
@@ -62,6 +64,13 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ OPSPAD_PAUSED_TTL: 'a week' })).toThrow(/OPSPAD_PAUSED_TTL: must be a duration/);
     expect(loadConfig({ OPSPAD_RATE_LIMIT: '600/1m' }).OPSPAD_RATE_LIMIT).toEqual({ max: 600, windowMs: 60_000 });
     expect(() => loadConfig({ OPSPAD_RATE_LIMIT: 'lots' })).toThrow(/OPSPAD_RATE_LIMIT: must look like 1000\/1s/);
+  });
+
+  it('reads the batch budget and its grace as durations', () => {
+    const config = loadConfig({ OPSPAD_BATCH_TIMEOUT: '90s', OPSPAD_BATCH_GRACE: '250ms' });
+    expect(config.OPSPAD_BATCH_TIMEOUT).toBe(90_000);
+    expect(config.OPSPAD_BATCH_GRACE).toBe(250);
+    expect(() => loadConfig({ OPSPAD_BATCH_TIMEOUT: '0s' })).toThrow(/OPSPAD_BATCH_TIMEOUT: must be longer than 0/);
   });
 
   it('parses numbers and keeps a valid DATABASE_URL', () => {
