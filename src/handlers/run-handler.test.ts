@@ -154,32 +154,7 @@ describe('runHandler with a batch handler', () => {
   });
 });
 
-describe('runHandler within a deadline', () => {
-  it('does not wait for a retry that would end after the deadline: the batch stops and gives its items back', async () => {
-    const calls: string[] = [];
-    const handler: ItemHandler = {
-      type: 'test',
-      attempts: 3,
-      backoffMs: 60_000, // would time the test out if it were waited for
-      async handle(id) {
-        calls.push(id);
-        if (id === 'b') {
-          throw new Error('upstream busy');
-        }
-      },
-    };
-    const progress = emptyProgress();
-    const outcome = await runHandler(
-      handler,
-      ['a', 'b', 'c'],
-      { ...context(), deadline: Date.now() + 30_000 },
-      progress,
-    );
-    expect(outcome).toEqual({ completed: ['a'], failed: [], unhandled: ['b', 'c'] });
-    expect(calls).toEqual(['a', 'b']);
-    expect(progress).toMatchObject({ outlived: true, interrupted: ['b'], lastError: 'upstream busy' });
-  });
-
+describe('runHandler progress', () => {
   it("writes progress as it goes: what is done, and what is in the handler's hands", async () => {
     let release: () => void = () => {};
     let entered: () => void = () => {};

@@ -5,8 +5,6 @@
  * shutdown, the batch's time budget), items not yet handled are returned as `unhandled` so they
  * can be handed out again.
  *
- * The budget also bounds waiting: a retry whose backoff would end after `ctx.deadline` is not
- * waited for; the batch stops there, as if its budget had run out, and hands its items back.
  * Progress is written into a {@link BatchProgress} as it happens, so a caller that stops waiting
  * (a handler that ignores its signal) can still record the items finished before that, and knows
  * which items were in the handler's hands when it stopped.
@@ -32,12 +30,10 @@ export interface BatchOutcome {
 export interface BatchProgress extends BatchOutcome {
   /** The items in the handler's hands right now. */
   current: string[];
-  /** Items whose handling the signal or the deadline cut short (they are also `unhandled`). */
+  /** Items whose handling the signal cut short (they are also `unhandled`). */
   interrupted: string[];
   /** The last error a current item failed with, when it is waiting to be retried. */
   lastError: string | undefined;
-  /** True when the batch stopped because a retry would have ended after `ctx.deadline`. */
-  outlived: boolean;
 }
 
 export function emptyProgress(): BatchProgress {
@@ -48,7 +44,6 @@ export function emptyProgress(): BatchProgress {
     current: [],
     interrupted: [],
     lastError: undefined,
-    outlived: false,
   };
 }
 
@@ -57,11 +52,6 @@ const MAX_REASON_LENGTH = 2000;
 function reasonOf(error: unknown): string {
   const text = error instanceof ItemError ? error.reason : error instanceof Error ? error.message : String(error);
   return (text || 'failed without a message').slice(0, MAX_REASON_LENGTH);
-}
-
-/** Whether waiting `ms` from now would end after the batch's deadline. */
-function outlivesBudget(ctx: HandlerContext, ms: number): boolean {
-  return ctx.deadline !== undefined && Date.now() + ms >= ctx.deadline;
 }
 
 function retryDelay(handler: Handler, attempt: number, error: unknown): number {
@@ -121,17 +111,9 @@ async function runItems(
           break;
         }
         outcome.lastError = reasonOf(error);
-        const delay = retryDelay(handler, attempt, error);
-        if (outlivesBudget(ctx, delay)) {
-          outcome.outlived = true;
-          outcome.interrupted.push(id);
-          outcome.unhandled.push(...itemIds.slice(index));
-          outcome.current = [];
-          return;
-        }
         ctx.logger.debug({ item_id: id, attempt, err: error }, 'item failed; retrying');
         try {
-          await sleep(delay, ctx.signal);
+          await sleep(retryDelay(handler, attempt, error), ctx.signal);
         } catch {
           outcome.unhandled.push(id);
           outcome.interrupted.push(id);
@@ -195,15 +177,8 @@ async function runBatch(
     }
     outcome.current = remaining;
     outcome.lastError = reasonOf(error);
-    const delay = retryDelay(handler, attempt, error);
-    if (outlivesBudget(ctx, delay)) {
-      outcome.outlived = true;
-      outcome.unhandled.push(...remaining);
-      outcome.interrupted.push(...remaining);
-      break;
-    }
     try {
-      await sleep(delay, ctx.signal);
+      await sleep(retryDelay(handler, attempt, error), ctx.signal);
     } catch {
       outcome.unhandled.push(...remaining);
       outcome.interrupted.push(...remaining);

@@ -37,13 +37,17 @@ describe('runWithinBudget', () => {
   });
 
   it('a handler that honours the signal returns at the deadline with the rest given back', async () => {
+    const deadlines: (number | undefined)[] = [];
     const handler: ItemHandler = {
       type: 'test',
-      handle: (id, itemCtx) =>
-        id === 'a'
+      handle: (id, itemCtx) => {
+        deadlines.push(itemCtx.deadline);
+        return id === 'a'
           ? Promise.resolve()
-          : new Promise((_, reject) => itemCtx.signal.addEventListener('abort', () => reject(itemCtx.signal.reason))),
+          : new Promise((_, reject) => itemCtx.signal.addEventListener('abort', () => reject(itemCtx.signal.reason)));
+      },
     };
+    const started = Date.now();
     const running = runWithinBudget(handler, ['a', 'b', 'c'], ctx, { budgetMs: 1000, graceMs: 500, stops: [] });
     await vi.advanceTimersByTimeAsync(1000);
     expect(await running).toEqual({
@@ -55,6 +59,7 @@ describe('runWithinBudget', () => {
       exhausted: ['b'],
       lastError: undefined,
     });
+    expect(deadlines).toEqual([started + 1000, started + 1000]);
   });
 
   it('leaves a handler that ignores its signal behind after the grace, keeping what it finished', async () => {

@@ -16,10 +16,7 @@ export interface BudgetedOutcome extends BatchOutcome {
   stoppedBy: BatchStopReason | undefined;
   /** True when the handler ignored its signal past the grace period and was left behind. */
   abandoned: boolean;
-  /**
-   * Items the budget cut short: in the handler's hands when it ran out, or whose next retry would
-   * have ended after it. They are among `unhandled`.
-   */
+  /** Items the budget cut short (in the handler's hands when it ran out); among `unhandled`. */
   exhausted: string[];
   /** The last error of an exhausted item, when it had failed before. */
   lastError: string | undefined;
@@ -49,7 +46,7 @@ export async function runWithinBudget(
       budget.abandoned.then((reason) => ({ finished: false as const, reason })),
     ]);
     if (first.finished) {
-      const cutShort = budget.reason === 'timeout' || progress.outlived;
+      const cutShort = budget.reason === 'timeout';
       return {
         ...first.outcome,
         stoppedBy: budget.reason,
