@@ -229,9 +229,10 @@ export function createFairShare(options: FairShareOptions): FairShare {
       const member = `${organizationId} ${jobId}`;
       await registered;
       let current = view && Date.now() - view.at < viewTtlMs ? view : undefined;
-      // Twice is enough unless operations arrive faster than a view is read; then start rather
-      // than keep the slot idle.
-      for (let asked = 0; asked < 3; asked++) {
+      let started = false;
+      // Twice is enough unless operations arrive faster than a view is read; then start anyway
+      // (counted) rather than keep the slot idle.
+      for (let asked = 0; asked < 3 && !started; asked++) {
         const [code, arrivals] = await redis.opspadFairAcquire(
           keys.running,
           keys.workers,
@@ -246,10 +247,13 @@ export function createFairShare(options: FairShareOptions): FairShare {
         if (code === 0) {
           return undefined;
         }
-        if (code === 1) {
-          break;
+        started = code === 1;
+        if (!started) {
+          current = await refresh(arrivals);
         }
-        current = await refresh(arrivals);
+      }
+      if (!started) {
+        await redis.zadd(keys.running, Date.now() + options.entryTtlMs, member);
       }
       mine.add(member);
       let released = false;
