@@ -239,6 +239,8 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       prefix: config.OPSPAD_QUEUE_PREFIX,
       leaseTtlMs: config.OPSPAD_LEASE_TTL,
       jobLockTtlMs: config.OPSPAD_JOB_LOCK_TTL,
+      batchTimeoutMs: config.OPSPAD_BATCH_TIMEOUT,
+      batchGraceMs: config.OPSPAD_BATCH_GRACE,
     });
     reconciler = startReconciler({
       db,

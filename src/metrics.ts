@@ -11,6 +11,9 @@ export interface Metrics {
   leaseExpiries: Counter<'operation_type'>;
   queueDepth: Gauge<'queue' | 'state'>;
   logLinesDropped: Counter;
+  batchesAbandoned: Counter<'operation_type' | 'reason'>;
+  abandonedPending: Gauge<'operation_type'>;
+  batchesDeferred: Counter<'operation_type'>;
 }
 
 export function createMetrics(): Metrics {
@@ -51,6 +54,24 @@ export function createMetrics(): Metrics {
         this.reset();
         this.inc(droppedLogLines());
       },
+    }),
+    batchesAbandoned: new Counter({
+      name: 'opspad_batches_abandoned_total',
+      help: 'Batches whose handler ignored its signal past the grace period and was left behind, by why the signal fired (timeout, paused, cancelled, shutdown, stopped).',
+      labelNames: ['operation_type', 'reason'],
+      registers: [registry],
+    }),
+    abandonedPending: new Gauge({
+      name: 'opspad_abandoned_handlers',
+      help: 'Handler calls left behind that have not returned yet (each may hold memory or a socket).',
+      labelNames: ['operation_type'],
+      registers: [registry],
+    }),
+    batchesDeferred: new Counter({
+      name: 'opspad_batches_deferred_total',
+      help: 'Batch jobs put back because their organization held its fair share of the slots while others waited.',
+      labelNames: ['operation_type'],
+      registers: [registry],
     }),
   };
 }

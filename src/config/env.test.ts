@@ -43,6 +43,8 @@ describe('loadConfig', () => {
       OPSPAD_RECONCILE_INTERVAL: 15_000,
       OPSPAD_JOB_LOCK_TTL: 30_000,
       OPSPAD_SHUTDOWN_TIMEOUT: 15_000,
+      OPSPAD_BATCH_TIMEOUT: 60_000,
+      OPSPAD_BATCH_GRACE: 5_000,
       OPSPAD_RECITE_MAX_CHARS: 4000,
       OPSPAD_LLM_TIMEOUT: 60_000,
       OPSPAD_REORGANIZE_INTERVAL: 300_000,
@@ -94,6 +96,13 @@ describe('loadConfig', () => {
     // Trusting every proxy would let any client pick its own address.
     expect(() => loadConfig({ OPSPAD_TRUST_PROXY: 'true' })).toThrow(/OPSPAD_TRUST_PROXY: must be a number of proxies/);
     expect(() => loadConfig({ OPSPAD_MAX_STREAMS_PER_KEY: '0' })).toThrow(/OPSPAD_MAX_STREAMS_PER_KEY/);
+  });
+
+  it('reads the batch budget and its grace as durations', () => {
+    const config = loadConfig({ OPSPAD_BATCH_TIMEOUT: '90s', OPSPAD_BATCH_GRACE: '250ms' });
+    expect(config.OPSPAD_BATCH_TIMEOUT).toBe(90_000);
+    expect(config.OPSPAD_BATCH_GRACE).toBe(250);
+    expect(() => loadConfig({ OPSPAD_BATCH_TIMEOUT: '0s' })).toThrow(/OPSPAD_BATCH_TIMEOUT: must be longer than 0/);
   });
 
   it('parses numbers and keeps a valid DATABASE_URL', () => {

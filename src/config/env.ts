@@ -154,6 +154,13 @@ export const EnvSchema = z.object({
   OPSPAD_SHUTDOWN_TIMEOUT: duration.default(15_000),
   /** BullMQ job lock; a worker that dies is noticed within about this long. */
   OPSPAD_JOB_LOCK_TTL: duration.default(30_000),
+  /**
+   * Time budget of one batch (a handler's `batchTimeoutMs` overrides it): when it runs out the
+   * handler's `ctx.signal` fires and items not yet handled go back to pending.
+   */
+  OPSPAD_BATCH_TIMEOUT: duration.default(60_000),
+  /** How long a handler may hold its slot after its signal fired before the batch is abandoned. */
+  OPSPAD_BATCH_GRACE: duration.default(5_000),
   /** Requests per API key on /v1, as `<count>/<duration>` (e.g. 1000/1s, 600/1m); 429 beyond. */
   OPSPAD_RATE_LIMIT: perWindow.default({ max: 1000, windowMs: 1000 }),
   /** Active background operations one organization may have at once. */

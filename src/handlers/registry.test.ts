@@ -22,6 +22,8 @@ describe('createHandlerRegistry', () => {
     expect(() => createHandlerRegistry([{ type: 'a:b', handle: noop }])).toThrow(/type: must be 1 to 64 letters/);
     expect(() => createHandlerRegistry([{ type: 'ok', concurrency: 0, handle: noop }])).toThrow(/concurrency/);
     expect(() => createHandlerRegistry([{ type: 'ok' } as ItemHandler])).toThrow(/needs a handle/);
+    expect(() => createHandlerRegistry([{ type: 'ok', batchTimeoutMs: 0, handle: noop }])).toThrow(/batchTimeoutMs/);
+    expect(() => createHandlerRegistry([{ type: 'ok', batchTimeoutMs: 1.5, handle: noop }])).toThrow(/batchTimeoutMs/);
   });
 
   it('gives a rate-limited handler a fixed batch size, keeping its methods', () => {

@@ -25,6 +25,7 @@ const HandlerSettingsSchema = z.object({
   rateLimit: z.object({ max: z.number().int().min(1), durationMs: z.number().int().min(1) }).optional(),
   attempts: z.number().int().min(1).max(100).optional(),
   backoffMs: z.number().int().min(0).max(3_600_000).optional(),
+  batchTimeoutMs: z.number().int().min(1).max(86_400_000).optional(),
 });
 
 export function createHandlerRegistry(handlers: readonly Handler[]): HandlerRegistry {

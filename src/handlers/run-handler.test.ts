@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../logger.ts';
-import { runHandler } from './run-handler.ts';
+import { emptyProgress, runHandler } from './run-handler.ts';
 import { type BatchHandler, type HandlerContext, ItemError, type ItemHandler, RetryableError } from './types.ts';
 
 function context(signal = new AbortController().signal): HandlerContext {
@@ -151,5 +151,49 @@ describe('runHandler with a batch handler', () => {
       },
     };
     expect((await runHandler(down, ['a'], context())).failed).toEqual([{ id: 'a', reason: 'upstream down #2' }]);
+  });
+});
+
+describe('runHandler progress', () => {
+  it("writes progress as it goes: what is done, and what is in the handler's hands", async () => {
+    let release: () => void = () => {};
+    let entered: () => void = () => {};
+    const inB = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    const handler: ItemHandler = {
+      type: 'test',
+      async handle(id) {
+        if (id === 'b') {
+          entered();
+          await new Promise<void>((resolve) => {
+            release = resolve;
+          });
+        }
+      },
+    };
+    const progress = emptyProgress();
+    const running = runHandler(handler, ['a', 'b', 'c'], context(), progress);
+    await inB;
+    expect(progress.completed).toEqual(['a']);
+    expect(progress.current).toEqual(['b']);
+    release();
+    expect(await running).toEqual({ completed: ['a', 'b', 'c'], failed: [], unhandled: [] });
+    expect(progress.current).toEqual([]);
+  });
+
+  it('marks the items a batch handler was working on when the signal fired', async () => {
+    const controller = new AbortController();
+    const handler: BatchHandler = {
+      type: 'test',
+      async handleBatch() {
+        controller.abort(new Error('budget'));
+        throw new Error('aborted');
+      },
+    };
+    const progress = emptyProgress();
+    const outcome = await runHandler(handler, ['a', 'b'], context(controller.signal), progress);
+    expect(outcome.unhandled).toEqual(['a', 'b']);
+    expect(progress.interrupted).toEqual(['a', 'b']);
   });
 });

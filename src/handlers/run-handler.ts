@@ -2,7 +2,12 @@
  * Runs a handler over one batch with the retry rules of the handler contract: ItemError fails an
  * item at once; other errors retry with exponential backoff (or the RetryableError's delay) up
  * to `attempts`, then fail with the last message. When the signal fires (pause, cancel,
- * shutdown), items not yet handled are returned as `unhandled` so they can be handed out again.
+ * shutdown, the batch's time budget), items not yet handled are returned as `unhandled` so they
+ * can be handed out again.
+ *
+ * Progress is written into a {@link BatchProgress} as it happens, so a caller that stops waiting
+ * (a handler that ignores its signal) can still record the items finished before that, and knows
+ * which items were in the handler's hands when it stopped.
  */
 import { HANDLER_DEFAULTS } from './registry.ts';
 import {
@@ -19,6 +24,27 @@ export interface BatchOutcome {
   completed: string[];
   failed: { id: string; reason: string }[];
   unhandled: string[];
+}
+
+/** A batch's outcome while it runs. */
+export interface BatchProgress extends BatchOutcome {
+  /** The items in the handler's hands right now. */
+  current: string[];
+  /** Items whose handling the signal cut short (they are also `unhandled`). */
+  interrupted: string[];
+  /** The last error a current item failed with, when it is waiting to be retried. */
+  lastError: string | undefined;
+}
+
+export function emptyProgress(): BatchProgress {
+  return {
+    completed: [],
+    failed: [],
+    unhandled: [],
+    current: [],
+    interrupted: [],
+    lastError: undefined,
+  };
 }
 
 const MAX_REASON_LENGTH = 2000;
@@ -54,15 +80,21 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-async function runItems(handler: ItemHandler, itemIds: readonly string[], ctx: HandlerContext): Promise<BatchOutcome> {
-  const outcome: BatchOutcome = { completed: [], failed: [], unhandled: [] };
+async function runItems(
+  handler: ItemHandler,
+  itemIds: readonly string[],
+  ctx: HandlerContext,
+  outcome: BatchProgress,
+): Promise<void> {
   const attempts = handler.attempts ?? HANDLER_DEFAULTS.attempts;
   for (let index = 0; index < itemIds.length; index++) {
     const id = itemIds[index] as string;
     if (ctx.signal.aborted) {
       outcome.unhandled.push(...itemIds.slice(index));
-      break;
+      return;
     }
+    outcome.current = [id];
+    outcome.lastError = undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         await handler.handle(id, { ...ctx, idempotencyKey: `${ctx.operationId}:${id}`, attempt });
@@ -71,27 +103,34 @@ async function runItems(handler: ItemHandler, itemIds: readonly string[], ctx: H
       } catch (error) {
         if (ctx.signal.aborted) {
           outcome.unhandled.push(id);
+          outcome.interrupted.push(id);
           break;
         }
         if (error instanceof ItemError || attempt >= attempts) {
           outcome.failed.push({ id, reason: reasonOf(error) });
           break;
         }
+        outcome.lastError = reasonOf(error);
         ctx.logger.debug({ item_id: id, attempt, err: error }, 'item failed; retrying');
         try {
           await sleep(retryDelay(handler, attempt, error), ctx.signal);
         } catch {
           outcome.unhandled.push(id);
+          outcome.interrupted.push(id);
           break;
         }
       }
     }
+    outcome.current = [];
   }
-  return outcome;
 }
 
-async function runBatch(handler: BatchHandler, itemIds: readonly string[], ctx: HandlerContext): Promise<BatchOutcome> {
-  const outcome: BatchOutcome = { completed: [], failed: [], unhandled: [] };
+async function runBatch(
+  handler: BatchHandler,
+  itemIds: readonly string[],
+  ctx: HandlerContext,
+  outcome: BatchProgress,
+): Promise<void> {
   const attempts = handler.attempts ?? HANDLER_DEFAULTS.attempts;
   let remaining = [...itemIds];
   for (let attempt = 1; remaining.length > 0; attempt++) {
@@ -99,6 +138,7 @@ async function runBatch(handler: BatchHandler, itemIds: readonly string[], ctx: 
       outcome.unhandled.push(...remaining);
       break;
     }
+    outcome.current = remaining;
     let error: unknown;
     try {
       const wanted = new Set(remaining);
@@ -128,22 +168,38 @@ async function runBatch(handler: BatchHandler, itemIds: readonly string[], ctx: 
     }
     if (ctx.signal.aborted) {
       outcome.unhandled.push(...remaining);
+      outcome.interrupted.push(...remaining);
       break;
     }
     if (error instanceof ItemError || attempt >= attempts) {
       outcome.failed.push(...remaining.map((id) => ({ id, reason: reasonOf(error) })));
       break;
     }
+    outcome.current = remaining;
+    outcome.lastError = reasonOf(error);
     try {
       await sleep(retryDelay(handler, attempt, error), ctx.signal);
     } catch {
       outcome.unhandled.push(...remaining);
+      outcome.interrupted.push(...remaining);
       break;
     }
   }
-  return outcome;
+  outcome.current = [];
 }
 
-export function runHandler(handler: Handler, itemIds: readonly string[], ctx: HandlerContext): Promise<BatchOutcome> {
-  return isBatchHandler(handler) ? runBatch(handler, itemIds, ctx) : runItems(handler, itemIds, ctx);
+/**
+ * Runs `handler` over `itemIds`, writing into `progress` as it goes; resolves with the outcome
+ * (the same lists `progress` holds).
+ */
+export async function runHandler(
+  handler: Handler,
+  itemIds: readonly string[],
+  ctx: HandlerContext,
+  progress: BatchProgress = emptyProgress(),
+): Promise<BatchOutcome> {
+  await (isBatchHandler(handler)
+    ? runBatch(handler, itemIds, ctx, progress)
+    : runItems(handler, itemIds, ctx, progress));
+  return { completed: progress.completed, failed: progress.failed, unhandled: progress.unhandled };
 }

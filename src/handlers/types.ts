@@ -39,8 +39,17 @@ export interface HandlerContext {
   organizationId: string;
   operationType: string;
   queryParams: Readonly<Record<string, unknown>>;
-  /** Fired when the operation is paused or cancelled, or the worker shuts down. */
+  /**
+   * Fired when the batch's time budget runs out, the operation is paused or cancelled, or the
+   * worker shuts down. A handler that keeps running after it fires loses its slot after the grace
+   * period (OPSPAD_BATCH_GRACE): its result is then ignored and its items handed out again.
+   */
   signal: AbortSignal;
+  /**
+   * When the batch's time budget runs out (milliseconds since the epoch), for sizing a handler's
+   * own timeouts; unset outside a worker.
+   */
+  deadline?: number;
   logger: Logger;
 }
 
@@ -85,6 +94,11 @@ export interface HandlerSettings {
    * the create with a 400 that names the field, before anything is stored.
    */
   checkQueryParams?(queryParams: Readonly<Record<string, unknown>>): readonly QueryParamsIssue[];
+  /**
+   * Time budget of one batch of this type, in milliseconds (default OPSPAD_BATCH_TIMEOUT): when it
+   * runs out `ctx.signal` fires; items not started yet go back to pending.
+   */
+  batchTimeoutMs?: number;
 }
 
 export interface ItemHandler extends HandlerSettings {

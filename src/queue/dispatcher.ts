@@ -18,6 +18,7 @@ import {
   runBatchJobId,
 } from './catalog.ts';
 import { logQueueErrors } from './connection.ts';
+import { announceArrival } from './fair-share.ts';
 
 /** Job states in which a job will still run: a lane with such a job is alive. */
 const LIVE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children'] as const;
@@ -82,7 +83,10 @@ export function createDispatcher(options: {
         lane,
         seq: 0,
       }));
-      await queueFor(operation.operation_type).addBulk(
+      const queue = queueFor(operation.operation_type);
+      // Before the jobs are queued, so no worker decides on a fair share without this operation.
+      await announceArrival(options.connection, options.prefix, operation.operation_type);
+      await queue.addBulk(
         steps.map((step) => ({ name: RUN_BATCH_JOB, data: step, opts: { jobId: runBatchJobId(step) } })),
       );
       return lanes;

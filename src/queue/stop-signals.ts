@@ -2,6 +2,15 @@
  * Per-operation abort signals for the batches running in this process. A stop message (pause or
  * cancel) aborts every batch of that operation running here; later batches get a fresh signal.
  */
+
+/** The abort reason of a stop signal: why the batch was told to stop (`paused`, `cancelled`, `shutdown`…). */
+export class StopRequested extends Error {
+  override readonly name = 'StopRequested';
+  constructor(readonly reason: string) {
+    super(`batch stopped: ${reason}`);
+  }
+}
+
 export interface StopSignals {
   watch(operationId: string): { signal: AbortSignal; release(): void };
   stop(operationId: string, reason: string): void;
@@ -34,7 +43,7 @@ export function createStopSignals(): StopSignals {
       const entry = entries.get(operationId);
       if (entry) {
         entries.delete(operationId);
-        entry.controller.abort(new Error(reason));
+        entry.controller.abort(new StopRequested(reason));
       }
     },
     stopAll(reason) {

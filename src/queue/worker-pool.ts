@@ -1,8 +1,10 @@
 /**
  * The BullMQ workers of one process: one per registered operation type, each with the type's
- * concurrency and rate limit. Many such processes, on many machines, share one Redis and one
+ * concurrency and rate limit, sharing the type's slots fairly between organizations across the
+ * fleet (fair-share.ts). Many such processes, on many machines, share one Redis and one
  * Postgres; leases in Postgres keep any item from being handled by two of them at once.
  */
+import { randomUUID } from 'node:crypto';
 import { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { HandlerRegistry } from '../handlers/registry.ts';
@@ -14,6 +16,7 @@ import { batchQueueName } from './catalog.ts';
 import { createRedisConnection } from './connection.ts';
 import { subscribeStops } from './control-channel.ts';
 import type { Dispatcher } from './dispatcher.ts';
+import { createFairShare, type FairShare } from './fair-share.ts';
 import { createRunBatchProcessor } from './processors/run-batch.ts';
 import { createStopSignals } from './stop-signals.ts';
 
@@ -27,12 +30,17 @@ export interface WorkerPoolOptions {
   prefix: string;
   leaseTtlMs: number;
   jobLockTtlMs: number;
+  /** A batch's time budget (OPSPAD_BATCH_TIMEOUT), unless its handler sets `batchTimeoutMs`. */
+  batchTimeoutMs: number;
+  /** How long a handler may run on after its signal fired (OPSPAD_BATCH_GRACE). */
+  batchGraceMs: number;
 }
 
 export interface WorkerPool {
   /**
    * Stops taking jobs and lets running batches finish; after `graceMs`, aborts them, which
-   * records what was done and gives the rest back for another worker.
+   * records what was done and gives the rest back for another worker. A handler that ignores
+   * the abort is left behind after OPSPAD_BATCH_GRACE: close never waits for it.
    */
   close(graceMs?: number): Promise<void>;
 }
@@ -44,6 +52,37 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   connections.push(subscriber);
   await subscribeStops(subscriber, options.prefix, (message) => stops.stop(message.operation_id, message.reason));
 
+  // Commands of the fair share (never a blocking connection: BullMQ's workers block on theirs).
+  const fairConnection = createRedisConnection(options.redisUrl, 'worker');
+  connections.push(fairConnection);
+  const workerId = randomUUID();
+  const fairShares = new Map<string, FairShare>();
+  for (const type of options.handlers.types) {
+    const handler = options.handlers.get(type);
+    const queue = options.dispatcher.queues.find((candidate) => candidate.name === batchQueueName(type));
+    if (!queue) {
+      continue;
+    }
+    const budgetMs = handler?.batchTimeoutMs ?? options.batchTimeoutMs;
+    fairShares.set(
+      type,
+      createFairShare({
+        redis: fairConnection,
+        queue,
+        db: options.db,
+        prefix: options.prefix,
+        operationType: type,
+        slots: handler?.concurrency ?? HANDLER_DEFAULTS.concurrency,
+        batchSize: handler?.batchSize,
+        workerId,
+        entryTtlMs: options.jobLockTtlMs,
+        // Unless woken sooner: by then every batch running when it was parked has ended.
+        parkMs: budgetMs + options.batchGraceMs,
+        logger: options.logger,
+      }),
+    );
+  }
+
   const processor = createRunBatchProcessor({
     db: options.db,
     handlers: options.handlers,
@@ -52,6 +91,9 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     metrics: options.metrics,
     leaseSeconds: Math.max(1, Math.ceil(options.leaseTtlMs / 1000)),
     watchStop: (operationId) => stops.watch(operationId),
+    fairShare: (type) => fairShares.get(type),
+    batchTimeoutMs: options.batchTimeoutMs,
+    batchGraceMs: options.batchGraceMs,
   });
 
   const workers = options.handlers.types.map((type) => {
@@ -88,9 +130,12 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   return {
     close(graceMs = 10_000) {
       closing ??= (async () => {
-        const timer = setTimeout(() => stops.stopAll('worker shutting down'), graceMs);
+        const timer = setTimeout(() => stops.stopAll('shutdown'), graceMs);
+        // Resolves once every running step has returned; a step whose handler ignores the abort
+        // returns OPSPAD_BATCH_GRACE after it, leaving that handler's promise behind.
         await Promise.all(workers.map((worker) => worker.close()));
         clearTimeout(timer);
+        await Promise.all([...fairShares.values()].map((fair) => fair.close()));
         for (const connection of connections) {
           connection.disconnect();
         }

@@ -8,3 +8,4 @@ export * from './operation-repo.ts';
 export * from './organization-repo.ts';
 export * from './scratchpad-repo.ts';
 export * from './webhook-secret-repo.ts';
+export * from './worker-demand.ts';

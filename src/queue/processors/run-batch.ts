@@ -7,12 +7,18 @@
  * A job BullMQ retries after a crash has the same id, so it gets its own batch back; a result is
  * recorded only while its items are still leased to this job, so a late worker never overwrites
  * the one that took over.
+ *
+ * Before leasing, the step takes a slot under the fleet's fair share (queue/fair-share.ts); a
+ * job whose organization already holds its share while others wait is parked instead. The
+ * handler runs inside the batch's time budget (run-within-budget.ts): a handler that ignores its
+ * signal past the grace period is left behind, and the step records what was finished, gives the
+ * rest back and frees the slot.
  */
-import { type Job, UnrecoverableError } from 'bullmq';
+import { DelayedError, type Job, UnrecoverableError } from 'bullmq';
 import { AppError } from '../../domain/errors.ts';
 import type { OperationRecord } from '../../domain/operation.ts';
-import type { HandlerRegistry } from '../../handlers/registry.ts';
-import { runHandler } from '../../handlers/run-handler.ts';
+import { HANDLER_DEFAULTS, type HandlerRegistry } from '../../handlers/registry.ts';
+import type { Handler } from '../../handlers/types.ts';
 import type { Logger } from '../../logger.ts';
 import type { Metrics } from '../../metrics.ts';
 import {
@@ -21,11 +27,14 @@ import {
   type Database,
   extendLeases,
   leaseBatch,
+  leaseCountsOf,
   recordResults,
   releaseLeasedItems,
 } from '../../store/index.ts';
 import { RunBatchPayload } from '../catalog.ts';
 import type { Dispatcher } from '../dispatcher.ts';
+import type { FairShare } from '../fair-share.ts';
+import { type BudgetedOutcome, runWithinBudget } from './run-within-budget.ts';
 
 export interface RunBatchDeps {
   db: Database;
@@ -39,6 +48,12 @@ export interface RunBatchDeps {
    * `release` when the batch is over.
    */
   watchStop(operationId: string): { signal: AbortSignal; release(): void };
+  /** The fair share of each type's slots; without one, a job always starts. */
+  fairShare?(operationType: string): FairShare | undefined;
+  /** A batch's time budget, unless its handler sets `batchTimeoutMs`. */
+  batchTimeoutMs: number;
+  /** How long a handler may run on after its signal fired before it is left behind. */
+  batchGraceMs: number;
 }
 
 export interface RunBatchResult {
@@ -51,6 +66,42 @@ export interface RunBatchResult {
 
 function isAppError(error: unknown, ...codes: AppError['code'][]): boolean {
   return error instanceof AppError && codes.includes(error.code);
+}
+
+/**
+ * Items the budget cut short that have now been leased `attempts` times fail, with why: without
+ * this, an item whose handling never fits in a budget would be handed out forever. The others
+ * go back to pending with the rest.
+ */
+async function failExhausted(
+  deps: RunBatchDeps,
+  scope: ConversationScope,
+  operationId: string,
+  owner: string,
+  handler: Handler,
+  budgetMs: number,
+  outcome: BudgetedOutcome,
+): Promise<BudgetedOutcome> {
+  if (outcome.exhausted.length === 0) {
+    return outcome;
+  }
+  const limit = handler.attempts ?? HANDLER_DEFAULTS.attempts;
+  const leases = await leaseCountsOf(deps.db, scope, operationId, owner, outcome.exhausted);
+  const spent = [...leases].filter(([, count]) => count >= limit);
+  if (spent.length === 0) {
+    return outcome;
+  }
+  const last = outcome.lastError ? `; last error: ${outcome.lastError}` : '';
+  const failed = spent.map(([id, count]) => ({
+    id,
+    reason: `no result within the batch time budget (${budgetMs} ms) in ${count} tries${last}`.slice(0, 2000),
+  }));
+  const spentIds = new Set(spent.map(([id]) => id));
+  return {
+    ...outcome,
+    failed: [...outcome.failed, ...failed],
+    unhandled: outcome.unhandled.filter((id) => !spentIds.has(id)),
+  };
 }
 
 /** Completes the operation when every item is recorded; quietly does nothing otherwise. */
@@ -67,7 +118,7 @@ async function completeIfDone(db: Database, scope: ConversationScope, op: Operat
 }
 
 export function createRunBatchProcessor(deps: RunBatchDeps) {
-  return async (job: Job, _token?: string, shutdownSignal?: AbortSignal): Promise<RunBatchResult> => {
+  return async (job: Job, token?: string, shutdownSignal?: AbortSignal): Promise<RunBatchResult> => {
     const parsed = RunBatchPayload.safeParse(job.data);
     if (!parsed.success) {
       throw new UnrecoverableError(`invalid ${job.name} payload: ${parsed.error.message}`);
@@ -78,141 +129,179 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
       throw new UnrecoverableError(`no handler for operation_type "${step.operation_type}" in this worker`);
     }
     const owner = String(job.id);
-    const scope = { organizationId: step.organization_id, conversationId: step.conversation_id };
-    const logger = deps.logger.child({ operation_id: step.operation_id, job_id: owner });
-    const stopTimer = deps.metrics.batchDuration.startTimer({ operation_type: step.operation_type });
-
-    let lease: Awaited<ReturnType<typeof leaseBatch>>;
+    const fair = deps.fairShare?.(step.operation_type);
+    const slot = fair ? await fair.acquire(step.organization_id, owner) : undefined;
+    if (fair && !slot) {
+      deps.metrics.batchesDeferred.inc({ operation_type: step.operation_type });
+      await fair.park(job, token);
+      throw new DelayedError();
+    }
     try {
-      lease = await leaseBatch(deps.db, scope, {
-        operationId: step.operation_id,
-        owner,
-        leaseSeconds: deps.leaseSeconds,
-        batchSize: handler.batchSize,
-        epoch: step.epoch,
-      });
-    } catch (error) {
-      if (isAppError(error, 'not_found')) {
-        return { leased: 0, completed: 0, failed: 0, released: 0, next: 'stopped' }; // deleted
-      }
-      throw error;
+      return await runStep(deps, job, step, handler, shutdownSignal);
+    } finally {
+      slot?.release();
     }
-    if (lease.reclaimed > 0) {
-      deps.metrics.leaseExpiries.inc({ operation_type: step.operation_type }, lease.reclaimed);
-    }
-    const op = lease.operation;
-    if (lease.batch.length === 0) {
-      // Nothing pending for this lane. The last lane out completes the operation.
-      const done =
-        op.status === 'active' && lease.counts.remaining_count === 0 && (await completeIfDone(deps.db, scope, op));
-      if (done) {
-        await job.log(`operation completed: ${op.completed_count} completed, ${op.failed_count} failed`);
-      }
-      return { leased: 0, completed: 0, failed: 0, released: 0, next: done ? 'completed_operation' : 'stopped' };
-    }
+  };
+}
 
-    const stop = deps.watchStop(step.operation_id);
-    const signal = shutdownSignal ? AbortSignal.any([stop.signal, shutdownSignal]) : stop.signal;
-    // Heartbeat: a batch slower than its lease keeps it, instead of being handed to another
-    // worker and handled twice. A worker that dies stops beating, and the lease expires.
-    const heartbeat = setInterval(
-      () => {
-        extendLeases(deps.db, scope, op.id, owner, deps.leaseSeconds).catch((error: unknown) =>
-          logger.warn({ err: error }, 'could not extend the lease; it may be taken over'),
-        );
-      },
-      Math.max(500, (deps.leaseSeconds * 1000) / 3),
-    );
-    const outcome = await runHandler(handler, lease.batch, {
+async function runStep(
+  deps: RunBatchDeps,
+  job: Job,
+  step: RunBatchPayload,
+  handler: Handler,
+  shutdownSignal: AbortSignal | undefined,
+): Promise<RunBatchResult> {
+  const owner = String(job.id);
+  const scope = { organizationId: step.organization_id, conversationId: step.conversation_id };
+  const logger = deps.logger.child({ operation_id: step.operation_id, job_id: owner });
+  const stopTimer = deps.metrics.batchDuration.startTimer({ operation_type: step.operation_type });
+
+  let lease: Awaited<ReturnType<typeof leaseBatch>>;
+  try {
+    lease = await leaseBatch(deps.db, scope, {
+      operationId: step.operation_id,
+      owner,
+      leaseSeconds: deps.leaseSeconds,
+      batchSize: handler.batchSize,
+      epoch: step.epoch,
+    });
+  } catch (error) {
+    if (isAppError(error, 'not_found')) {
+      return { leased: 0, completed: 0, failed: 0, released: 0, next: 'stopped' }; // deleted
+    }
+    throw error;
+  }
+  if (lease.reclaimed > 0) {
+    deps.metrics.leaseExpiries.inc({ operation_type: step.operation_type }, lease.reclaimed);
+  }
+  const op = lease.operation;
+  if (lease.batch.length === 0) {
+    // Nothing pending for this lane. The last lane out completes the operation.
+    const done =
+      op.status === 'active' && lease.counts.remaining_count === 0 && (await completeIfDone(deps.db, scope, op));
+    if (done) {
+      await job.log(`operation completed: ${op.completed_count} completed, ${op.failed_count} failed`);
+    }
+    return { leased: 0, completed: 0, failed: 0, released: 0, next: done ? 'completed_operation' : 'stopped' };
+  }
+
+  const stop = deps.watchStop(step.operation_id);
+  // Heartbeat: a batch slower than its lease keeps it, instead of being handed to another
+  // worker and handled twice. A worker that dies stops beating, and the lease expires.
+  const heartbeat = setInterval(
+    () => {
+      extendLeases(deps.db, scope, op.id, owner, deps.leaseSeconds).catch((error: unknown) =>
+        logger.warn({ err: error }, 'could not extend the lease; it may be taken over'),
+      );
+    },
+    Math.max(500, (deps.leaseSeconds * 1000) / 3),
+  );
+  const budgetMs = handler.batchTimeoutMs ?? deps.batchTimeoutMs;
+  const labels = { operation_type: op.operation_type };
+  const ran = await runWithinBudget(
+    handler,
+    lease.batch,
+    {
       operationId: op.id,
       organizationId: op.organization_id,
       operationType: op.operation_type,
       queryParams: op.state_json.query_params ?? {},
-      signal,
       logger,
-    }).finally(() => {
-      clearInterval(heartbeat);
-      stop.release();
-    });
-
-    let after = op;
-    let counts = lease.counts;
-    if (outcome.completed.length + outcome.failed.length > 0) {
-      try {
-        const recorded = await recordResults(deps.db, scope, {
-          operationId: op.id,
-          completedIds: outcome.completed,
-          failed: outcome.failed,
-          owner,
-        });
-        after = recorded.operation;
-        counts = recorded.counts;
-        if (recorded.leaseConflicts.length > 0) {
-          logger.warn(
-            { items: recorded.leaseConflicts.length },
-            'lease taken over by another worker; its result stands',
-          );
-        }
-      } catch (error) {
-        // Cancelled while the batch ran: the items are already abandoned; nothing to record.
-        if (!isAppError(error, 'operation_finished', 'not_found')) {
-          throw error;
-        }
-        return { leased: lease.batch.length, completed: 0, failed: 0, released: 0, next: 'stopped' };
-      }
-      deps.metrics.itemsRecorded.inc(
-        { operation_type: op.operation_type, outcome: 'completed' },
-        outcome.completed.length,
-      );
-      deps.metrics.itemsRecorded.inc({ operation_type: op.operation_type, outcome: 'failed' }, outcome.failed.length);
-    }
-    const released = await releaseLeasedItems(deps.db, scope, op.id, owner, outcome.unhandled).catch(
-      (error: unknown) => {
-        // The lease expires by itself; releasing early only saves time.
-        logger.warn({ err: error }, 'could not release unhandled items');
-        return 0;
-      },
+    },
+    {
+      budgetMs,
+      graceMs: deps.batchGraceMs,
+      stops: [stop.signal, shutdownSignal],
+      onAbandonedSettled: () => deps.metrics.abandonedPending.dec(labels),
+    },
+  ).finally(() => {
+    clearInterval(heartbeat);
+    stop.release();
+  });
+  if (ran.abandoned) {
+    deps.metrics.batchesAbandoned.inc({ ...labels, reason: ran.stoppedBy ?? 'stopped' });
+    deps.metrics.abandonedPending.inc(labels);
+    logger.warn(
+      { reason: ran.stoppedBy, grace_ms: deps.batchGraceMs, items: ran.unhandled.length },
+      'handler ignored its signal past the grace period; batch abandoned and its items given back',
     );
-    stopTimer();
+  }
+  const outcome = await failExhausted(deps, scope, op.id, owner, handler, budgetMs, ran);
 
-    const recordedCount = counts.completed_count + counts.failed_count;
-    // Progress and log line in one go: each is a Redis round trip, and they do not depend on
-    // each other (the lane's next step waits for neither).
-    await Promise.all([
-      job.updateProgress({
-        operation_id: op.id,
-        recorded: recordedCount,
-        total: counts.total_items,
-        completed: counts.completed_count,
-        failed: counts.failed_count,
-        percent: counts.total_items === 0 ? 100 : Math.floor((recordedCount / counts.total_items) * 100),
-      }),
-      job.log(
-        `lane ${step.lane} step ${step.seq}: ${outcome.completed.length} completed, ${outcome.failed.length} failed` +
-          `${outcome.unhandled.length > 0 ? `, ${outcome.unhandled.length} released` : ''}; ` +
-          `operation ${recordedCount}/${counts.total_items} recorded`,
-      ),
-    ]);
+  let after = op;
+  let counts = lease.counts;
+  if (outcome.completed.length + outcome.failed.length > 0) {
+    try {
+      const recorded = await recordResults(deps.db, scope, {
+        operationId: op.id,
+        completedIds: outcome.completed,
+        failed: outcome.failed,
+        owner,
+      });
+      after = recorded.operation;
+      counts = recorded.counts;
+      if (recorded.leaseConflicts.length > 0) {
+        logger.warn({ items: recorded.leaseConflicts.length }, 'lease taken over by another worker; its result stands');
+      }
+    } catch (error) {
+      // Cancelled while the batch ran: the items are already abandoned; nothing to record.
+      if (!isAppError(error, 'operation_finished', 'not_found')) {
+        throw error;
+      }
+      return { leased: lease.batch.length, completed: 0, failed: 0, released: 0, next: 'stopped' };
+    }
+    deps.metrics.itemsRecorded.inc(
+      { operation_type: op.operation_type, outcome: 'completed' },
+      outcome.completed.length,
+    );
+    deps.metrics.itemsRecorded.inc({ operation_type: op.operation_type, outcome: 'failed' }, outcome.failed.length);
+  }
+  const released = await releaseLeasedItems(deps.db, scope, op.id, owner, outcome.unhandled).catch((error: unknown) => {
+    // The lease expires by itself; releasing early only saves time.
+    logger.warn({ err: error }, 'could not release unhandled items');
+    return 0;
+  });
+  stopTimer();
 
-    const result = {
-      leased: lease.batch.length,
-      completed: outcome.completed.length,
-      failed: outcome.failed.length,
-      released,
-    };
-    if (after.status !== 'active' || after.state_json.dispatch_epoch !== step.epoch) {
-      return { ...result, next: 'stopped' }; // paused, cancelled, or a newer lane generation runs
-    }
-    if (counts.remaining_count === 0) {
-      const done = await completeIfDone(deps.db, scope, after);
-      return { ...result, next: done ? 'completed_operation' : 'stopped' };
-    }
-    // Pending items remain (or this step gave some back): keep the lane going. A lane that
-    // finds nothing to lease ends itself, so an extra step costs one empty lease.
-    if (counts.remaining_count - counts.in_flight_count > 0) {
-      await deps.dispatcher.enqueueNext(step);
-      return { ...result, next: 'enqueued' };
-    }
-    return { ...result, next: 'stopped' };
+  const recordedCount = counts.completed_count + counts.failed_count;
+  // Progress and log line in one go: each is a Redis round trip, and they do not depend on
+  // each other (the lane's next step waits for neither).
+  await Promise.all([
+    job.updateProgress({
+      operation_id: op.id,
+      recorded: recordedCount,
+      total: counts.total_items,
+      completed: counts.completed_count,
+      failed: counts.failed_count,
+      percent: counts.total_items === 0 ? 100 : Math.floor((recordedCount / counts.total_items) * 100),
+    }),
+    job.log(
+      `lane ${step.lane} step ${step.seq}: ${outcome.completed.length} completed, ${outcome.failed.length} failed` +
+        `${outcome.unhandled.length > 0 ? `, ${outcome.unhandled.length} released` : ''}` +
+        `${ran.abandoned ? ` (handler left behind: it ignored its signal (${ran.stoppedBy}) past the grace period)` : ''}; ` +
+        `operation ${recordedCount}/${counts.total_items} recorded`,
+    ),
+  ]);
+
+  const result = {
+    leased: lease.batch.length,
+    completed: outcome.completed.length,
+    failed: outcome.failed.length,
+    released,
   };
+  if (after.status !== 'active' || after.state_json.dispatch_epoch !== step.epoch) {
+    return { ...result, next: 'stopped' }; // paused, cancelled, or a newer lane generation runs
+  }
+  if (counts.remaining_count === 0) {
+    const done = await completeIfDone(deps.db, scope, after);
+    return { ...result, next: done ? 'completed_operation' : 'stopped' };
+  }
+  // Pending items remain (or this step gave some back): keep the lane going. A lane that
+  // finds nothing to lease ends itself, so an extra step costs one empty lease.
+  // The counts were read before this step gave its unhandled items back: those are pending now.
+  if (counts.remaining_count - (counts.in_flight_count - released) > 0) {
+    await deps.dispatcher.enqueueNext(step);
+    return { ...result, next: 'enqueued' };
+  }
+  return { ...result, next: 'stopped' };
 }

@@ -1,0 +1,201 @@
+/**
+ * Fair share of the fleet, on real Postgres and Redis with a handler passed in code:
+ * - organization A's operation against a listener that never answers does not delay organization
+ *   B's one-item operation beyond one batch budget, in one worker process and across two;
+ * - the Redis script that decides, for the whole fleet, agrees with the rule in
+ *   domain/fair-share.ts.
+ * Orderings are asserted through what the handler saw, never through timing.
+ */
+import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { mayStart } from '../../src/domain/fair-share.ts';
+import type { ItemHandler } from '../../src/handlers/types.ts';
+import { BatchTimeoutError } from '../../src/queue/batch-budget.ts';
+import { ACQUIRE_LUA } from '../../src/queue/fair-share.ts';
+import { BUDGET, metricValue, QUIET, silentListener } from '../helpers/fair-share.ts';
+import { type Harness, harnessPrefix, ids, startHarness } from '../helpers/harness.ts';
+import { testKey } from '../helpers/redis.ts';
+import { eventually, finished, waitForProgress } from '../helpers/wait.ts';
+
+describe.each([
+  { topology: 'one worker process with 2 slots', processes: 1, slots: 2 },
+  { topology: 'two worker processes with 1 slot each', processes: 2, slots: 1 },
+])('fair share: $topology', ({ processes, slots }) => {
+  const fleetSlots = processes * slots;
+  let listener: Awaited<ReturnType<typeof silentListener>>;
+  let harnesses: Harness[] = [];
+  /** What the handler saw, in order. */
+  const seen = { aStarted: 0, aOutOfBudget: 0, bHandled: [] as { aStarted: number; aOutOfBudget: number }[] };
+
+  // POSTs the item to query_params.url, honouring ctx.signal as a well-written webhook does; an
+  // operation without a url completes at once.
+  const post: ItemHandler = {
+    type: 'post',
+    concurrency: slots,
+    attempts: 1,
+    async handle(itemId, ctx) {
+      const url = ctx.queryParams.url;
+      if (typeof url !== 'string') {
+        seen.bHandled.push({ aStarted: seen.aStarted, aOutOfBudget: seen.aOutOfBudget });
+        return;
+      }
+      seen.aStarted++;
+      try {
+        await fetch(url, { method: 'POST', body: JSON.stringify({ itemId }), signal: ctx.signal });
+      } catch (error) {
+        if (ctx.signal.reason instanceof BatchTimeoutError) {
+          seen.aOutOfBudget++;
+        }
+        throw error;
+      }
+    },
+  };
+
+  beforeAll(async () => {
+    listener = await silentListener();
+    const prefix = harnessPrefix();
+    for (let index = 0; index < processes; index++) {
+      harnesses.push(
+        await startHarness('postgres', {
+          workers: true,
+          handlers: [post],
+          env: { ...BUDGET, ...QUIET, OPSPAD_QUEUE_PREFIX: prefix },
+        }),
+      );
+    }
+  });
+  afterAll(async () => {
+    await Promise.all(harnesses.map((harness) => harness.close()));
+    harnesses = [];
+    await listener.close();
+  });
+
+  it("A's operation against a listener that never answers does not delay B's small operation beyond one batch budget", async () => {
+    const harness = harnesses[0] as Harness;
+    const a = await harness.newTenant();
+    const b = await harness.newTenant();
+    // Four lanes of A: as many as the fleet has slots run (and hang), the rest queue ahead of B.
+    const aConversation = randomUUID();
+    const aCreated = await a.op(aConversation, {
+      action: 'create',
+      operation_type: 'post',
+      total_items: 8,
+      item_ids: ids(8, 'a'),
+      batch_size: 1,
+      max_parallel_batches: 4,
+      query_params: { url: listener.url },
+    });
+    expect(aCreated.status, JSON.stringify(aCreated.body)).toBe(200);
+    await eventually(async () => (listener.requests() >= fleetSlots ? true : undefined), {
+      what: "A's first batches to hold every slot",
+    });
+    expect(seen.aOutOfBudget).toBe(0);
+
+    const bCreated = await b.op(randomUUID(), {
+      action: 'create',
+      operation_type: 'post',
+      total_items: 1,
+      item_ids: ['b-1'],
+    });
+    expect(bCreated.status, JSON.stringify(bCreated.body)).toBe(200);
+    const bEnd = await waitForProgress(harness.url, b, bCreated.body.operation_id as string, finished);
+    expect(bEnd).toMatchObject({ status: 'completed', completed_count: 1 });
+
+    // B was handled as soon as the first slot freed: before any batch of A started after that
+    // ran out its budget. Without fair sharing, A's queued lanes take the freed slots first, and
+    // B waits for them to run out a second budget (aOutOfBudget would be 2 × fleetSlots).
+    expect(seen.bHandled).toHaveLength(1);
+    expect(seen.bHandled[0]?.aOutOfBudget).toBeLessThanOrEqual(fleetSlots);
+    expect(seen.bHandled[0]?.aStarted).toBeLessThanOrEqual(2 * fleetSlots - 1);
+    // A's queued jobs were parked rather than run.
+    const metrics = harnesses.map((h) => h.service.metrics);
+    expect(await metricValue(metrics, 'opspad_batches_deferred_total', { operation_type: 'post' })).toBeGreaterThan(0);
+
+    await a.op(aConversation, { action: 'cancel', operation_id: aCreated.body.operation_id });
+  });
+});
+
+describe('the fleet-wide decision in Redis', () => {
+  let redis: Redis;
+  beforeAll(() => {
+    redis = new Redis(inject('redisUrl'));
+  });
+  afterEach(async () => {
+    const keys = await redis.keys(`${inject('queuePrefix')}-lua-*`);
+    if (keys.length > 0) {
+      await redis.del(...keys);
+    }
+  });
+  afterAll(() => {
+    redis.disconnect();
+  });
+
+  const ORGS = ['org-a', 'org-b', 'org-c', 'org-d'];
+
+  it('agrees with mayStart on every state, and refuses to decide on a view older than the last arrival', async () => {
+    const state = fc.record({
+      workers: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 }),
+      running: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 0, max: 4 })),
+      waiting: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 6 })),
+      candidate: fc.constantFrom(...ORGS),
+    });
+    await fc.assert(
+      fc.asyncProperty(state, async ({ workers, running, waiting, candidate }) => {
+        const base = testKey('lua');
+        const [runningKey, workersKey, arrivalsKey] = [`${base}:running`, `${base}:workers`, `${base}:arrivals`];
+        const expiry = Date.now() + 60_000;
+        for (const [index, slots] of workers.entries()) {
+          await redis.zadd(workersKey, expiry, `w${index} ${slots}`);
+        }
+        for (const [org, count] of Object.entries(running)) {
+          for (let batch = 0; batch < count; batch++) {
+            await redis.zadd(runningKey, expiry, `${org} job-${batch}`);
+          }
+        }
+        // An expired entry and an expired worker are ignored.
+        await redis.zadd(runningKey, 1, `${candidate} long-dead`);
+        await redis.zadd(workersKey, 1, 'dead 100');
+        await redis.set(arrivalsKey, '7');
+        const args = [Date.now(), candidate, `${candidate} new-job`, expiry];
+        const view = Object.entries(waiting).flat();
+
+        const stale = (await redis.eval(
+          ACQUIRE_LUA,
+          3,
+          runningKey,
+          workersKey,
+          arrivalsKey,
+          ...args,
+          '6',
+          ...view,
+        )) as [number, string];
+        expect(stale).toEqual([-1, '7']);
+
+        const [code] = (await redis.eval(
+          ACQUIRE_LUA,
+          3,
+          runningKey,
+          workersKey,
+          arrivalsKey,
+          ...args,
+          '7',
+          ...view,
+        )) as [number, string];
+        const expected = mayStart(
+          {
+            slots: workers.reduce((sum, slots) => sum + slots, 0),
+            running: new Map(Object.entries(running)),
+            waiting: new Map(Object.entries(waiting)),
+          },
+          candidate,
+        );
+        expect(code).toBe(expected ? 1 : 0);
+        expect(await redis.zscore(runningKey, `${candidate} new-job`)).toBe(expected ? String(expiry) : null);
+        await redis.del(runningKey, workersKey, arrivalsKey);
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
