@@ -14,6 +14,7 @@ import { requireApiKey } from './auth.ts';
 import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
+import { docsRouter } from './openapi/docs-route.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
@@ -64,6 +65,7 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.use(healthRouter(deps.readiness));
+  app.use(docsRouter());
 
   const adminAuth = requireBasicAuth(deps.admin);
   app.use('/metrics', adminAuth, metricsRouter(deps.metrics, deps.queues));

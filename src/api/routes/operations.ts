@@ -15,7 +15,7 @@ import { parseOrThrow } from '../../domain/validation.ts';
 import { type Database, getOperationInOrganization, listEvents } from '../../store/index.ts';
 import { principalOf } from '../auth.ts';
 
-const Params = z.object({ operationId: z.uuid({ error: 'must be an operation id (a UUID)' }) });
+export const Params = z.object({ operationId: z.uuid({ error: 'must be an operation id (a UUID)' }) });
 const KEEPALIVE_MS = 15_000;
 
 function summary({ operation, counts }: Awaited<ReturnType<typeof getOperationInOrganization>>) {

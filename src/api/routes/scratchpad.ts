@@ -27,7 +27,7 @@ import {
 import { principalOf } from '../auth.ts';
 import { conversationIdOf } from '../params.ts';
 
-const Page = z.object({
+export const Page = z.object({
   before: z.coerce.number().int().min(1).optional(),
   after: z.coerce.number().int().min(0).optional(),
   limit: z.coerce.number().int().min(1).max(500).default(50),
