@@ -125,7 +125,14 @@ function operation(route: RouteSpec, components: Components): JsonObject {
     const content = response.json
       ? { 'application/json': { schema: components.ref(response.json, 'output') } }
       : response.other
-        ? { [response.other.contentType]: { schema: { type: 'string', description: response.other.description } } }
+        ? {
+            [response.other.contentType]: {
+              schema: {
+                type: response.other.contentType === 'application/json' ? 'object' : 'string',
+                ...(response.other.description ? { description: response.other.description } : {}),
+              },
+            },
+          }
         : undefined;
     responses[status] = {
       description: response.description,

@@ -123,6 +123,12 @@ export const OPERATOR_ROUTES: RouteSpec[] = [
     tag: 'Operator',
     auth: 'operator',
     params: OperatorParams.extend({ action: z.enum(OPERATOR_ACTIONS) }),
+    body: {
+      name: 'OperatorActionForm',
+      schema: z.object({ action: z.enum(OPERATOR_ACTIONS).optional() }).describe('What the page’s button posts.'),
+      required: false,
+      contentType: 'application/x-www-form-urlencoded',
+    },
     responses: {
       303: {
         description: 'Done: back to the page the button was on.',

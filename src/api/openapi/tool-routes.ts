@@ -2,7 +2,7 @@
  * The tools endpoint, `POST /v1/conversations/:conversationId/tools/:toolName`, described as one
  * path per tool so that each has its own body and answer for client generators.
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { ReadNotesResult, UpdateScratchpadResult, WriteNotesResult } from '../../domain/conversation-output.ts';
 import type { ErrorCode } from '../../domain/errors.ts';
 import {
@@ -89,7 +89,7 @@ const TOOLS: {
 /** The tool names the tools endpoint serves, each described as a path of its own. */
 export const DOCUMENTED_TOOLS: readonly string[] = TOOLS.map((tool) => tool.name);
 
-export const TOOL_ROUTES: RouteSpec[] = TOOLS.map((tool) => ({
+const byName: RouteSpec[] = TOOLS.map((tool) => ({
   method: 'post',
   path: `/v1/conversations/:conversationId/tools/${tool.name}`,
   operationId: `call_${tool.name}`,
@@ -103,3 +103,35 @@ export const TOOL_ROUTES: RouteSpec[] = TOOLS.map((tool) => ({
   responses: { 200: { description: 'The tool’s answer.', json: { name: tool.resultName, schema: tool.result } } },
   errors: [...V1_ERRORS, ...BODY_ERRORS, 'unknown_tool', ...tool.errors],
 }));
+
+/** The same endpoint by any name, for callers that pass a model's tool call through as it came. */
+const anyTool: RouteSpec = {
+  method: 'post',
+  path: '/v1/conversations/:conversationId/tools/:toolName',
+  operationId: 'call_tool',
+  summary: 'Run any tool by name (the paths above describe each one)',
+  description: `Runs the tool \`toolName\` (${DOCUMENTED_TOOLS.map((name) => `\`${name}\``).join(', ')}) with the body as its input; an unknown name answers 400 \`unknown_tool\` listing the tools.`,
+  tag: 'Tools',
+  auth: 'apiKey',
+  params: ConversationParams.extend({ toolName: z.string().min(1).max(64) }),
+  headers: [executionHeader],
+  body: {
+    name: 'ToolInput',
+    schema: z
+      .record(z.string(), z.unknown())
+      .describe('The tool’s input, as its definition in GET /v1/tools describes it.'),
+    required: true,
+  },
+  responses: {
+    200: {
+      description: 'The tool’s answer.',
+      json: {
+        name: 'ToolResult',
+        schema: z.union([OperationToolResult, WriteNotesResult, ReadNotesResult, UpdateScratchpadResult]),
+      },
+    },
+  },
+  errors: [...V1_ERRORS, ...BODY_ERRORS, 'unknown_tool', ...new Set(TOOLS.flatMap((tool) => tool.errors))],
+};
+
+export const TOOL_ROUTES: readonly RouteSpec[] = [...byName, anyTool];
