@@ -12,13 +12,21 @@
  * Usage: node scripts/build.mjs [--no-clean]   (--no-clean keeps dist/ and overwrites in place)
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const require = createRequire(join(ROOT, 'package.json'));
+
+/**
+ * Redoc's side menu ends with a "API docs by Redocly" link whose logo it loads from its CDN: the
+ * one request the page would make to another origin. The copy served here loads no logo (an
+ * empty src, on which Redoc hides the image); the link stays. Exactly one occurrence is
+ * expected, so an upgrade of Redoc that moves it fails the build instead of phoning home.
+ */
+const REDOC_LOGO = '"https://cdn.redoc.ly/redoc/logo-mini.svg"';
 
 /** Where each Redoc file comes from (in node_modules/redoc) and goes to (in dist/vendor/redoc). */
 const REDOC_FILES = [
@@ -47,6 +55,13 @@ export function build({ clean = true } = {}) {
   for (const [from, to] of REDOC_FILES) {
     copyFileSync(join(redoc, from), join(vendor, to));
   }
+  const bundle = join(vendor, 'redoc.standalone.js');
+  const source = readFileSync(bundle, 'utf8');
+  const occurrences = source.split(REDOC_LOGO).length - 1;
+  if (occurrences !== 1) {
+    throw new Error(`expected Redoc's logo URL once in its bundle, found it ${occurrences} times: check scripts/build.mjs`);
+  }
+  writeFileSync(bundle, source.replace(REDOC_LOGO, '""'));
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
