@@ -1,7 +1,8 @@
 /**
- * docker-compose.yml, checked as data (no Docker engine runs tests): Postgres, Redis, the API and
- * two worker processes, each with a healthcheck or a dependency on a healthy service, all on one
- * database and one Redis; the image runs the opspad command, which applies migrations at start.
+ * docker-compose.yml and the Dockerfile, checked as data (no Docker engine runs tests):
+ * Postgres, Redis, the API and two worker processes, each with a healthcheck or a dependency on
+ * a healthy service, all on one database and one Redis; the image, built in two stages, runs the
+ * compiled opspad command (which applies migrations at start) as an unprivileged user.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -39,13 +39,26 @@ function shellEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, NO_UPDATE_NOTIFIER: '1', ...extra };
 }
 
-function run(command: string, args: string[], options: SpawnOptions & { timeoutMs: number }): Promise<Run> {
+/**
+ * Runs a command to its end; with `stopWhen`, sends it SIGTERM once its stdout satisfies it (a
+ * service that started), and resolves when it has stopped.
+ */
+function run(
+  command: string,
+  args: string[],
+  options: SpawnOptions & { timeoutMs: number; stopWhen?: (stdout: string) => boolean },
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
+    let stopping = false;
     child.stdout?.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
+      if (!stopping && options.stopWhen?.(stdout)) {
+        stopping = true;
+        child.kill('SIGTERM');
+      }
     });
     child.stderr?.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
@@ -128,7 +141,10 @@ const TSCONFIG = {
   files: ['handler.ts', 'app.ts', 'must-not-compile.ts'],
 };
 
-describe('opspad installed from its tarball into a new project', () => {
+/** Each step starts processes (npm, tsc, node): generous on a loaded machine, bounded all the same. */
+const STEP_TIMEOUT_MS = 180_000;
+
+describe('opspad installed from its tarball into a new project', { timeout: STEP_TIMEOUT_MS }, () => {
   const work = mkdtempSync(join(tmpdir(), 'opspad-consumer-'));
   const project = join(work, 'project');
   let tarball: string;
@@ -157,6 +173,8 @@ describe('opspad installed from its tarball into a new project', () => {
     mkdirSync(join(project, 'node_modules', '@types'), { recursive: true });
     symlinkSync(join(REPO_MODULES, 'typescript'), join(project, 'node_modules', 'typescript'), 'dir');
     symlinkSync(join(REPO_MODULES, '@types', 'node'), join(project, 'node_modules', '@types', 'node'), 'dir');
+    // A loader for the `.ts` handler, as the README tells users to install one.
+    symlinkSync(join(REPO_MODULES, 'tsx'), join(project, 'node_modules', 'tsx'), 'dir');
     writeFileSync(join(project, 'handler.ts'), HANDLER);
     writeFileSync(join(project, 'app.ts'), APP);
     writeFileSync(join(project, 'must-not-compile.ts'), MUST_NOT_COMPILE);
@@ -226,7 +244,7 @@ describe('opspad installed from its tarball into a new project', () => {
     });
   });
 
-  it('runs npx opspad from the project, and names the way to load a TypeScript handler', async () => {
+  it('runs npx opspad from the project; a TypeScript handler loads with a loader, and without one is refused with the way', async () => {
     const help = await run('npx', ['--no-install', 'opspad', '--help'], {
       cwd: project,
       env: shellEnv(),
@@ -248,5 +266,23 @@ describe('opspad installed from its tarball into a new project', () => {
     expect(worker.code).toBe(1);
     expect(worker.stderr).toContain('OPSPAD_HANDLERS: ./handler.ts is TypeScript');
     expect(worker.stderr).toContain('NODE_OPTIONS="--import tsx"');
+
+    // With the loader the README names, the same worker starts, then stops on SIGTERM (sent to
+    // the command npx would run, node_modules/.bin/opspad, so the signal reaches it directly).
+    const loaded = await run(join(project, 'node_modules', '.bin', 'opspad'), ['worker'], {
+      cwd: project,
+      env: shellEnv({
+        NODE_OPTIONS: '--import tsx',
+        DATABASE_URL: inject('databaseUrl'),
+        REDIS_URL: inject('redisUrl'),
+        OPSPAD_QUEUE_PREFIX: `${harnessPrefix()}-${randomUUID().slice(0, 4)}`,
+        OPSPAD_HANDLERS: './handler.ts',
+        OPSPAD_LOG_LEVEL: 'info',
+      }),
+      timeoutMs: 60_000,
+      stopWhen: (stdout) => stdout.includes('"msg":"workers started"'),
+    });
+    expect(loaded.stdout).toContain('"msg":"workers started"');
+    expect(loaded.code, loaded.stderr).toBe(0);
   });
 });
