@@ -27,6 +27,9 @@ export { defineHandler, ItemError, RetryableError } from './handlers/types.ts';
 export type { Logger };
 export { ConfigError };
 
+/** Organization names are labels chosen by the embedder, bounded like every stored string. */
+const MAX_ORGANIZATION_NAME = 200;
+
 export interface CreateOpspadOptions {
   /** Handlers of this app, added to the built-ins and to the modules named in OPSPAD_HANDLERS. */
   handlers?: readonly Handler[];
@@ -94,7 +97,13 @@ export async function createOpspad(options: CreateOpspadOptions = {}): Promise<O
     admin: service.admin,
     adminPasswordGenerated: service.adminPasswordGenerated,
     async createApiKey(organization) {
-      const created = await createApiKey(service.db, organization);
+      const name = typeof organization === 'string' ? organization.trim() : '';
+      if (name.length === 0 || name.length > MAX_ORGANIZATION_NAME) {
+        throw new TypeError(
+          `createApiKey: organization must be a name of 1 to ${MAX_ORGANIZATION_NAME} characters (got ${JSON.stringify(organization)?.slice(0, 50)})`,
+        );
+      }
+      const created = await createApiKey(service.db, name);
       return { organization_id: created.organization_id, key_id: created.key_id, api_key: created.api_key };
     },
     close: () => service.close(),
