@@ -22,6 +22,7 @@ export type {
   ItemContext,
   ItemHandler,
   ItemOutcome,
+  QueryParamsIssue,
 } from './handlers/types.ts';
 export { defineHandler, ItemError, RetryableError } from './handlers/types.ts';
 export type { Logger };
