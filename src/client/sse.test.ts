@@ -83,4 +83,22 @@ describe('parseServerSentEvents', () => {
   it('drops a frame the stream ends in the middle of', async () => {
     expect(await parse(['data: complete\n\n', 'data: cut off\n'])).toEqual([{ event: 'message', data: 'complete' }]);
   });
+
+  it('cancels the body when the consumer stops early (the connection closes), and releases it', async () => {
+    let cancelled = false;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('data: one\n\ndata: two\n\n'));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    for await (const event of parseServerSentEvents(body)) {
+      expect(event.data).toBe('one');
+      break;
+    }
+    expect(cancelled).toBe(true);
+    expect(body.locked).toBe(false);
+  });
 });

@@ -4,6 +4,7 @@
  * tests. Lines end in LF, CRLF or CR; `:` starts a comment; a field without a colon has an empty
  * value; one leading space after the colon is dropped; `data` lines join with LF; an event is
  * dispatched at a blank line, and only when it has data. No dependency beyond web streams.
+ * Leaving the iteration early cancels the body (the connection closes).
  */
 
 export interface ServerSentEvent {
@@ -82,10 +83,39 @@ export async function* parseServerSentEvents(
       }
     }
   }
-  for await (const chunk of body as AsyncIterable<Uint8Array>) {
+  for await (const chunk of chunksOf(body)) {
     buffer += decoder.decode(chunk, { stream: true });
     yield* frames(false);
   }
   buffer += decoder.decode();
   yield* frames(true);
+}
+
+/**
+ * The chunks of a body. A web ReadableStream is read with a reader, which every runtime has
+ * (async iteration of streams is missing from some browsers); leaving early cancels the stream,
+ * which closes the connection.
+ */
+async function* chunksOf(body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  if (!('getReader' in body)) {
+    yield* body;
+    return;
+  }
+  const reader = body.getReader();
+  let done = false;
+  try {
+    for (;;) {
+      const next = await reader.read();
+      if (next.done) {
+        done = true;
+        return;
+      }
+      yield next.value;
+    }
+  } finally {
+    if (!done) {
+      await reader.cancel().catch(() => {});
+    }
+    reader.releaseLock();
+  }
 }

@@ -296,19 +296,17 @@ describe('opspad/client, compiled', () => {
     expectTypeOf<EventsPageQuery>().toEqualTypeOf<Partial<Pick<z.output<typeof Page>, 'after' | 'limit'>>>();
   });
 
-  it('imports nothing at run time but its own files, and its types reach nothing but zod', () => {
-    const files = readdirSync(DIST_CLIENT);
-    expect(files).toContain('index.js');
-    const specifiers = (file: string) =>
-      [...readFileSync(file, 'utf8').matchAll(/(?:from\s+|import\s*\(\s*|import\s+)['"]([^'"]+)['"]/g)].map(
-        (m) => m[1] as string,
-      );
-    for (const file of files.filter((f) => f.endsWith('.js'))) {
-      for (const specifier of specifiers(join(DIST_CLIENT, file))) {
-        expect(specifier, `${file} imports ${specifier}`).toMatch(/^\.\/[\w-]+\.js$/);
-      }
-    }
-    // The declarations a TypeScript user of opspad/client loads, followed through every import.
+  /** Module specifiers of a compiled file (comments, which may hold examples, left out). */
+  const specifiers = (file: string) =>
+    [
+      ...readFileSync(file, 'utf8')
+        .replace(/\/\*[\s\S]*?\*\//g, '')
+        .replace(/^\s*\/\/.*$/gm, '')
+        .matchAll(/(?:from\s+|import\s*\(\s*|import\s+)['"]([^'"]+)['"]/g),
+    ].map((m) => m[1] as string);
+
+  /** The packages a TypeScript user of `entry` loads types from, following every import. */
+  const typePackages = (entry: string): string[] => {
     const bare = new Set<string>();
     const seen = new Set<string>();
     const visit = (file: string) => {
@@ -324,7 +322,22 @@ describe('opspad/client, compiled', () => {
         }
       }
     };
-    visit(join(DIST_CLIENT, 'index.d.ts'));
-    expect([...bare]).toEqual(['zod']);
+    visit(entry);
+    return [...bare].sort();
+  };
+
+  it('imports nothing at run time but its own files', () => {
+    const files = readdirSync(DIST_CLIENT);
+    expect(files).toContain('index.js');
+    for (const file of files.filter((f) => f.endsWith('.js'))) {
+      for (const specifier of specifiers(join(DIST_CLIENT, file))) {
+        expect(specifier, `${file} imports ${specifier}`).toMatch(/^\.\/[\w-]+\.js$/);
+      }
+    }
+  });
+
+  it('has types that reach zod only, and the package entry’s reach zod and pino only (no server library)', () => {
+    expect(typePackages(join(DIST_CLIENT, 'index.d.ts'))).toEqual(['zod']);
+    expect(typePackages(join(DIST_CLIENT, '..', 'index.d.ts'))).toEqual(['pino', 'zod']);
   });
 });

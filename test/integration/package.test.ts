@@ -25,6 +25,7 @@ const REPO_MODULES = join(ROOT, 'node_modules');
 
 interface Run {
   code: number | null;
+  signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
 }
@@ -68,9 +69,9 @@ function run(
       reject(new Error(`${command} ${args.join(' ')} did not finish within ${options.timeoutMs} ms\n${stderr}`));
     }, options.timeoutMs);
     child.on('error', reject);
-    child.on('close', (code) => {
+    child.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr });
+      resolve({ code, signal, stdout, stderr });
     });
   });
 }
@@ -283,6 +284,10 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
       stopWhen: (stdout) => stdout.includes('"msg":"workers started"'),
     });
     expect(loaded.stdout).toContain('"msg":"workers started"');
-    expect(loaded.code, loaded.stderr).toBe(0);
+    // It exits 0 after a graceful stop; a SIGTERM that lands in the instant between the log line
+    // and the CLI's signal handlers ends it by the signal instead. Either way it stopped.
+    expect(loaded.code === 0 || loaded.signal === 'SIGTERM', `${loaded.code} ${loaded.signal} ${loaded.stderr}`).toBe(
+      true,
+    );
   });
 });
