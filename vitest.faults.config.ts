@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/faults/**/*.test.ts'],
-    globalSetup: ['./test/helpers/global-setup.ts'],
+    globalSetup: ['./test/helpers/build.ts', './test/helpers/global-setup.ts'],
     fileParallelism: false,
     testTimeout: 300_000,
     hookTimeout: 120_000,

@@ -18,6 +18,7 @@ import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
 import { jsonBody, otherBodyLimit } from './json-body.ts';
+import { docsRouter } from './openapi/docs-route.ts';
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
 import { guardOperatorChanges, OPERATOR_CSP, operatorHeaders } from './operator-guard.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
@@ -84,6 +85,7 @@ export function createApp(deps: AppDeps): express.Express {
   // req.ip, which per-address limits count by, is the connection's unless proxies are named.
   app.set('trust proxy', deps.trustProxy === undefined ? false : deps.trustProxy);
   app.use(healthRouter(deps.readiness));
+  app.use(docsRouter());
 
   const readOnly = deps.adminReadOnly ?? false;
   const adminAuth = requireBasicAuth(deps.admin, { failures: deps.authFailures });

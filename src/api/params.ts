@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { parseOrThrow } from '../domain/validation.ts';
 
-const ConversationParams = z.object({
+export const ConversationParams = z.object({
   conversationId: z.guid({ error: 'must be a UUID chosen by the caller for the conversation' }),
 });
 
@@ -10,7 +10,9 @@ export function conversationIdOf(params: unknown): string {
   return parseOrThrow(ConversationParams, params, 'path').conversationId.toLowerCase();
 }
 
-const ExecutionHeader = z.guid({ error: 'must be an execution_id returned by POST /v1/conversations/:id/executions' });
+export const ExecutionHeader = z.guid({
+  error: 'must be an execution_id returned by POST /v1/conversations/:id/executions',
+});
 
 /** The `X-Opspad-Execution` header, validated; undefined when absent. */
 export function executionIdOf(header: string | undefined): string | undefined {

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { BOARD_PATH } from '../api/board.ts';
+import { openApiDocument } from '../api/openapi/document.ts';
 import { type Config, ConfigError, loadConfig } from '../config/env.ts';
 import { stdoutLogSink, writeStderr } from '../log-sink.ts';
 import { createLogger, type Logger } from '../logger.ts';
@@ -39,6 +40,8 @@ Commands:
                 [--json]         OPSPAD_WEBHOOK_ROTATION_GRACE).
   tools print [--format F]       Print the tool definitions as JSON; F: opspad (default), openai
                                  (strict function calling) or anthropic.
+  openapi print                  Print the OpenAPI 3.1 document of the HTTP API (as served at
+                                 /openapi.json), to generate a client in any language.
   help                           Show this help.
 
 Configuration comes from the environment: DATABASE_URL (unset: embedded PGlite under
@@ -205,6 +208,16 @@ function tools(args: string[]): number {
   return 0;
 }
 
+/** `opspad openapi print`: the OpenAPI document, built here (no server). */
+function openapi(args: string[]): number {
+  if (args.length !== 1 || args[0] !== 'print') {
+    process.stderr.write(`Unknown openapi command "${args.join(' ')}". Use: opspad openapi print\n`);
+    return 2;
+  }
+  process.stdout.write(`${JSON.stringify(openApiDocument(), null, 2)}\n`);
+  return 0;
+}
+
 /** Runs a key command through a running service on the embedded database, or directly. */
 async function keyCommand(config: Config, command: KeyCommand): Promise<unknown> {
   const remote = config.DATABASE_URL ? undefined : await keyCommandViaLocalControl(config.OPSPAD_DATA_DIR, command);
@@ -275,6 +288,10 @@ export async function main(argv: string[]): Promise<number> {
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
     process.stdout.write(`${USAGE}\n`);
     return command === undefined ? 2 : 0;
+  }
+  if (command === 'openapi') {
+    // Reads no setting: runs whatever the environment holds.
+    return openapi(rest);
   }
   let config: Config;
   try {

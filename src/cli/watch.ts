@@ -3,6 +3,7 @@
  * progress bar (done/total, failed, rate, ETA) until the operation ends.
  */
 import { z } from 'zod';
+import { parseServerSentEvents } from '../client/sse.ts';
 
 const Progress = z.object({
   operation_id: z.string(),
@@ -42,33 +43,6 @@ export function progressLine(progress: Progress, rate: number): string {
   return `${bar} ${done}/${progress.total_items} ${(ratio * 100).toFixed(1)}% · ${progress.failed_count} failed · ${rate.toFixed(0)}/s · ETA ${eta} · ${progress.status}${paused}`;
 }
 
-/** Parses a text/event-stream body into (event, data) pairs as they arrive. */
-async function* serverSentEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<{ event: string; data: string }> {
-  const decoder = new TextDecoder();
-  let buffer = '';
-  for await (const chunk of body) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let end = buffer.indexOf('\n\n');
-    while (end >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      let event = 'message';
-      const data: string[] = [];
-      for (const line of block.split('\n')) {
-        if (line.startsWith('event:')) {
-          event = line.slice(6).trim();
-        } else if (line.startsWith('data:')) {
-          data.push(line.slice(5).trim());
-        }
-      }
-      if (data.length > 0) {
-        yield { event, data: data.join('\n') };
-      }
-      end = buffer.indexOf('\n\n');
-    }
-  }
-}
-
 export interface WatchOptions {
   baseUrl: string;
   apiKey: string;
@@ -89,7 +63,7 @@ export async function watchOperation(options: WatchOptions): Promise<Progress | 
   const samples: { at: number; done: number }[] = [];
   let last: Progress | undefined;
   let lastLine = '';
-  for await (const { event, data } of serverSentEvents(response.body)) {
+  for await (const { event, data } of parseServerSentEvents(response.body)) {
     if (event !== 'progress' && event !== 'end') {
       continue;
     }

@@ -56,4 +56,10 @@ describe('loadHandlerModules', () => {
     writeFileSync(join(dir, 'wrong.mjs'), 'export default 42;');
     await expect(loadHandlerModules(['wrong.mjs'], dir)).rejects.toThrow(/must export a handler/);
   });
+
+  it('names a module that does not exist, and where paths are resolved from', async () => {
+    await expect(loadHandlerModules(['missing.mjs'], dir)).rejects.toThrow(
+      `OPSPAD_HANDLERS: missing.mjs does not exist (paths are relative to ${dir}).`,
+    );
+  });
 });

@@ -60,14 +60,45 @@ function looksLikeHandler(value: unknown): value is Handler {
   return typeof value === 'object' && value !== null && typeof (value as { type?: unknown }).type === 'string';
 }
 
+const TYPESCRIPT_MODULE = /\.(c|m)?tsx?$/i;
+
+/**
+ * Node runs a `.ts` module only with type stripping (Node 22.6+, on by default from 23.6) or a
+ * loader such as tsx: without either, say how to get one instead of Node's bare
+ * "Unknown file extension".
+ */
+function importFailure(path: string, baseDir: string, error: unknown): Error {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === 'ERR_UNKNOWN_FILE_EXTENSION' && TYPESCRIPT_MODULE.test(path)) {
+    return new Error(
+      `OPSPAD_HANDLERS: ${path} is TypeScript, which this Node process cannot load as is. Compile it to .js, or run opspad with a loader: NODE_OPTIONS="--import tsx" (tsx installed in your project), or NODE_OPTIONS=--experimental-strip-types on Node 22.6 or newer.`,
+      { cause: error },
+    );
+  }
+  if (code === 'ERR_MODULE_NOT_FOUND' && String((error as Error).message).includes(resolve(baseDir, path))) {
+    return new Error(`OPSPAD_HANDLERS: ${path} does not exist (paths are relative to ${baseDir}).`, {
+      cause: error,
+    });
+  }
+  return new Error(`OPSPAD_HANDLERS: loading ${path} failed: ${(error as Error)?.message ?? String(error)}`, {
+    cause: error,
+  });
+}
+
 /**
  * Imports handler modules. A module exports a handler or an array of them, as its default
- * export or as `handlers`.
+ * export or as `handlers`. `.js` and `.mjs` load everywhere; `.ts` where Node can run it (see
+ * {@link importFailure}).
  */
 export async function loadHandlerModules(paths: readonly string[], baseDir = process.cwd()): Promise<Handler[]> {
   const handlers: Handler[] = [];
   for (const path of paths) {
-    const module = (await import(pathToFileURL(resolve(baseDir, path)).href)) as Record<string, unknown>;
+    let module: Record<string, unknown>;
+    try {
+      module = (await import(pathToFileURL(resolve(baseDir, path)).href)) as Record<string, unknown>;
+    } catch (error) {
+      throw importFailure(path, baseDir, error);
+    }
     const exported = module.handlers ?? module.default;
     const list = Array.isArray(exported) ? exported : [exported];
     if (list.length === 0 || !list.every(looksLikeHandler)) {

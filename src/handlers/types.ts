@@ -8,14 +8,45 @@
  */
 import type { Logger } from '../logger.ts';
 
+/**
+ * `instanceof` across copies of opspad: a handler module may import `ItemError` from another
+ * copy of the package than the one running it (a second install under node_modules, or the
+ * sources next to the compiled code), and a plain `instanceof` would then fail and turn a
+ * permanent failure into retries. Each class brands its instances with a registry symbol and
+ * answers `instanceof` by the brand; subclasses keep the ordinary prototype check.
+ */
+function hasBrand(
+  target: unknown,
+  base: abstract new (...args: never[]) => unknown,
+  brand: symbol,
+  value: unknown,
+): boolean {
+  if (target !== base) {
+    return Function.prototype[Symbol.hasInstance].call(target, value);
+  }
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[brand] === true;
+}
+
+function brand(error: Error, symbol: symbol): void {
+  Object.defineProperty(error, symbol, { value: true, enumerable: false });
+}
+
+const ITEM_ERROR = Symbol.for('opspad.ItemError');
+const RETRYABLE_ERROR = Symbol.for('opspad.RetryableError');
+
 /** A permanent failure of one item: recorded at once with `reason`, never retried. */
 export class ItemError extends Error {
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: the receiver tells a subclass (prototype check) from ItemError.
+    return hasBrand(this, ItemError, ITEM_ERROR, value);
+  }
   override readonly name = 'ItemError';
   constructor(
     readonly reason: string,
     options?: ErrorOptions,
   ) {
     super(reason, options);
+    brand(this, ITEM_ERROR);
   }
 }
 
@@ -24,6 +55,10 @@ export class ItemError extends Error {
  * an attempt like any other error; `retryAfterMs` replaces the backoff delay for the next one.
  */
 export class RetryableError extends Error {
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: the receiver tells a subclass (prototype check) from RetryableError.
+    return hasBrand(this, RetryableError, RETRYABLE_ERROR, value);
+  }
   override readonly name = 'RetryableError';
   constructor(
     message: string,
@@ -31,6 +66,7 @@ export class RetryableError extends Error {
     options?: ErrorOptions,
   ) {
     super(message, options);
+    brand(this, RETRYABLE_ERROR);
   }
 }
 
@@ -110,6 +146,30 @@ export interface BatchHandler extends HandlerSettings {
 }
 
 export type Handler = ItemHandler | BatchHandler;
+
+/**
+ * Declares a handler with its types checked where it is written: the item id and `ctx` of
+ * `handle` (or the ids and `ctx` of `handleBatch`) are typed, and a misspelt setting is an
+ * error. It returns the handler unchanged; export it (default, or in a `handlers` array) from a
+ * module named in `OPSPAD_HANDLERS`, or pass it to `createOpspad({ handlers: [...] })`.
+ *
+ * @example
+ * import { defineHandler, ItemError } from 'opspad';
+ *
+ * export default defineHandler({
+ *   type: 'send_sms',
+ *   concurrency: 8,
+ *   async handle(contactId, ctx) {
+ *     const sent = await sms.send(contactId, { idempotencyKey: ctx.idempotencyKey, signal: ctx.signal });
+ *     if (!sent.phone) throw new ItemError('no phone number'); // permanent: recorded with this reason
+ *   }, // any other error is retried (attempts, backoffMs), then recorded as failed
+ * });
+ */
+export function defineHandler(handler: ItemHandler): ItemHandler;
+export function defineHandler(handler: BatchHandler): BatchHandler;
+export function defineHandler(handler: Handler): Handler {
+  return handler;
+}
 
 export function isBatchHandler(handler: Handler): handler is BatchHandler {
   return typeof (handler as BatchHandler).handleBatch === 'function';

@@ -1,18 +1,8 @@
 /** The append-only audit trail of operations: what happened, when, and who did it. */
+import { OPERATION_EVENT_KINDS } from '../domain/operation-output.ts';
 import type { Queryable } from './db.ts';
 
-export const OPERATION_EVENT_KINDS = [
-  'created',
-  'batch_leased',
-  'batch_recorded',
-  'lease_expired',
-  'paused',
-  'resumed',
-  'completed',
-  'cancelled',
-  'expired',
-  'retried',
-] as const;
+export { OPERATION_EVENT_KINDS };
 
 export type OperationEventKind = (typeof OPERATION_EVENT_KINDS)[number];
 

@@ -6,6 +6,7 @@
  * the version it was based on (optimistic concurrency) and appends a version row in the same
  * transaction. The recitation is rendered once per version and stored with it.
  */
+import { SCRATCHPAD_EVENT_STATUSES } from '../domain/conversation-output.ts';
 import { AppError } from '../domain/errors.ts';
 import { RECITE_MAX_CHARS_DEFAULT, recitePad } from '../domain/recitation.ts';
 import {
@@ -305,14 +306,7 @@ export async function listPadVersions(
   }));
 }
 
-export const SCRATCHPAD_EVENT_STATUSES = [
-  'reorganized',
-  'invalid_sources',
-  'llm_error',
-  'store_error',
-  'superseded',
-  'missing_scratchpad',
-] as const;
+export { SCRATCHPAD_EVENT_STATUSES };
 export type ScratchpadEventStatus = (typeof SCRATCHPAD_EVENT_STATUSES)[number];
 
 export async function appendScratchpadEvent(

@@ -9,12 +9,12 @@ import { randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM_SETUP_TIMEOUT_MS, launchChromium } from '../helpers/chromium.ts';
 import { type Harness, ids, startHarness } from '../helpers/harness.ts';
 import { waitForProgress } from '../helpers/wait.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = fileURLToPath(new URL('../artifacts/', import.meta.url));
 
 describe('the operator pages in a browser (postgres)', () => {
@@ -23,21 +23,8 @@ describe('the operator pages in a browser (postgres)', () => {
 
   beforeAll(async () => {
     harness = await startHarness('postgres', { workers: true, env: { OPSPAD_LEASE_TTL: '30s' } });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      // Chromium phones home at start; this machine has no network beyond loopback.
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
-  });
+    browser = await launchChromium();
+  }, CHROMIUM_SETUP_TIMEOUT_MS);
   afterAll(async () => {
     await browser?.close();
     await harness?.close();

@@ -13,7 +13,14 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
 export const COUNTING_HANDLER = fileURLToPath(new URL('../fixtures/counting-handler.ts', import.meta.url));
 
-/** Starting a child (node + tsx compiling the sources) takes 1–3 s; more on a loaded machine. */
+/**
+ * Children run the compiled opspad (bin/opspad.js → dist/, built before the run) with tsx as a
+ * loader, since the handler fixture they load through OPSPAD_HANDLERS is TypeScript: the way the
+ * README tells users with a `.ts` handler to run it.
+ */
+const NODE_FLAGS = ['--import', 'tsx'];
+
+/** Starting a child takes about a second; more on a loaded machine. */
 export const START_TIMEOUT_MS = 30_000;
 export const EXIT_TIMEOUT_MS = 20_000;
 export const RUN_TIMEOUT_MS = 60_000;
@@ -77,7 +84,7 @@ function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
 }
 
 export function spawnOpspad(name: string, args: string[], env: Record<string, string>): Spawned {
-  const child = spawn(process.execPath, [BIN, ...args], {
+  const child = spawn(process.execPath, [...NODE_FLAGS, BIN, ...args], {
     cwd: ROOT,
     env: childEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -2,6 +2,7 @@
  * Waiting for things to happen without sleeping for a guessed time: follow an operation's own
  * event stream, or poll a condition in a bounded loop.
  */
+import { parseServerSentEvents } from '../../src/client/sse.ts';
 import type { Tenant } from './harness.ts';
 
 export interface ProgressEvent {
@@ -33,22 +34,13 @@ export async function waitForProgress(
   if (!response.ok || !response.body) {
     throw new Error(`events stream answered ${response.status}: ${await response.text()}`);
   }
-  const decoder = new TextDecoder();
-  let buffer = '';
   let last: ProgressEvent | undefined;
   try {
-    for await (const chunk of response.body) {
-      buffer += decoder.decode(chunk, { stream: true });
-      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const event = /^event: (.*)$/m.exec(block)?.[1];
-        const data = /^data: (.*)$/m.exec(block)?.[1];
-        if ((event === 'progress' || event === 'end') && data) {
-          last = JSON.parse(data) as ProgressEvent;
-          if (until(last)) {
-            return last;
-          }
+    for await (const { event, data } of parseServerSentEvents(response.body)) {
+      if (event === 'progress' || event === 'end') {
+        last = JSON.parse(data) as ProgressEvent;
+        if (until(last)) {
+          return last;
         }
       }
     }

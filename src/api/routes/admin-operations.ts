@@ -27,15 +27,15 @@ import { assertOperatorMayChange } from '../operator-guard.ts';
 
 export const OPERATIONS_PAGE_PATH = '/admin/operations';
 
-const Filter = z.object({
+export const Filter = z.object({
   org: z.string().trim().max(200).optional(),
   status: z
     .enum(OPERATION_STATUS)
     .optional()
     .or(z.literal('').transform(() => undefined)),
 });
-const Params = z.object({ operationId: z.uuid({ error: 'must be an operation id' }) });
-const ACTIONS = ['pause', 'resume', 'cancel'] as const;
+export const Params = z.object({ operationId: z.uuid({ error: 'must be an operation id' }) });
+export const ACTIONS = ['pause', 'resume', 'cancel'] as const;
 
 /** Escapes text for HTML element content and quoted attribute values. */
 export function escapeHtml(value: unknown): string {

@@ -24,14 +24,14 @@ import { conversationIdOf } from '../params.ts';
 
 export const MAX_TRACES_PAGE = 1000;
 
-const Params = z.object({
+export const Params = z.object({
   executionId: z.guid({ error: 'must be an execution_id returned by POST /v1/conversations/:id/executions' }),
 });
 
 /** Starting an execution takes no input: an absent or empty body. */
-const CreateBody = z.strictObject({}).optional();
+export const CreateBody = z.strictObject({}).optional();
 
-const TracesQuery = z.strictObject({
+export const TracesQuery = z.strictObject({
   after: z.coerce
     .number({ error: 'must be a number' })
     .int('must be a whole number')

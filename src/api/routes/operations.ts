@@ -12,7 +12,7 @@ import { getOperationInOrganization } from '../../store/index.ts';
 import { principalOf } from '../auth.ts';
 import { type OperationStreamDeps, progressOf, streamOperationEvents } from '../operation-stream.ts';
 
-const Params = z.object({ operationId: z.uuid({ error: 'must be an operation id (a UUID)' }) });
+export const Params = z.object({ operationId: z.uuid({ error: 'must be an operation id (a UUID)' }) });
 
 export function operationsRouter(deps: OperationStreamDeps): Router {
   const router = Router();

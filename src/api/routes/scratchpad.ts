@@ -33,7 +33,7 @@ import {
 import { principalOf } from '../auth.ts';
 import { conversationIdOf } from '../params.ts';
 
-const Page = z.object({
+export const Page = z.object({
   // Versions are Postgres integers; event ids are bigints, which every safe integer fits.
   before: z.coerce
     .number()

@@ -1,0 +1,140 @@
+/** The routes outside /v1: health, this document and its page, and the operator pages. */
+import { z } from 'zod';
+import { Liveness, Readiness } from '../../domain/conversation-output.ts';
+import {
+  ACTIONS as OPERATOR_ACTIONS,
+  Filter as OperatorFilter,
+  Params as OperatorParams,
+} from '../routes/admin-operations.ts';
+import { DOCS_ASSETS, type DocsAsset } from './docs-assets.ts';
+import type { RouteSpec } from './route-spec.ts';
+
+const html = (description: string) => ({ description, other: { contentType: 'text/html' } });
+
+export const PUBLIC_ROUTES: RouteSpec[] = [
+  {
+    method: 'get',
+    path: '/healthz',
+    operationId: 'liveness',
+    summary: 'The process is up',
+    tag: 'Health',
+    auth: 'none',
+    responses: { 200: { description: 'Up.', json: { name: 'Liveness', schema: Liveness } } },
+    errors: [],
+  },
+  {
+    method: 'get',
+    path: '/readyz',
+    operationId: 'readiness',
+    summary: 'Postgres and Redis answer, and the process is not shutting down',
+    tag: 'Health',
+    auth: 'none',
+    responses: {
+      200: { description: 'Ready.', json: { name: 'Readiness', schema: Readiness } },
+      503: {
+        description: 'Not ready: a check failed, or shutdown has begun.',
+        json: { name: 'Readiness', schema: Readiness },
+      },
+    },
+    errors: [],
+  },
+  {
+    method: 'get',
+    path: '/openapi.json',
+    operationId: 'openapi_document',
+    summary: 'This document',
+    tag: 'Reference',
+    auth: 'none',
+    responses: { 200: { description: 'OpenAPI 3.1.', other: { contentType: 'application/json' } } },
+    errors: [],
+  },
+  {
+    method: 'get',
+    path: '/docs',
+    operationId: 'api_reference',
+    summary: 'This document as a readable page (Redoc, served from this server)',
+    tag: 'Reference',
+    auth: 'none',
+    responses: { 200: html('The page.') },
+    errors: [],
+  },
+  {
+    method: 'get',
+    path: '/docs/assets/:file',
+    operationId: 'api_reference_asset',
+    summary: 'A file of the reference page: Redoc’s bundle, its licences, the script that starts it',
+    tag: 'Reference',
+    auth: 'none',
+    params: z.object({ file: z.enum(Object.keys(DOCS_ASSETS) as [DocsAsset, ...DocsAsset[]]) }),
+    responses: { 200: { description: 'The file.', other: { contentType: 'text/javascript' } } },
+    errors: ['not_found', 'service_unavailable'],
+  },
+];
+
+export const OPERATOR_ROUTES: RouteSpec[] = [
+  {
+    method: 'get',
+    path: '/metrics',
+    operationId: 'metrics',
+    summary: 'Prometheus metrics',
+    tag: 'Operator',
+    auth: 'operator',
+    responses: { 200: { description: 'Metrics.', other: { contentType: 'text/plain' } } },
+    errors: ['unauthorized'],
+  },
+  {
+    method: 'get',
+    path: '/admin/queues',
+    operationId: 'bull_board',
+    summary: 'Bull Board: the queues and their jobs (a web app under this path)',
+    tag: 'Operator',
+    auth: 'operator',
+    responses: { 200: html('Bull Board.') },
+    errors: ['unauthorized'],
+  },
+  {
+    method: 'get',
+    path: '/admin/operations',
+    operationId: 'operator_operations',
+    summary: 'The operator view: every organization’s operations',
+    tag: 'Operator',
+    auth: 'operator',
+    query: OperatorFilter,
+    responses: { 200: html('The page.') },
+    errors: ['unauthorized', 'validation_failed'],
+  },
+  {
+    method: 'get',
+    path: '/admin/operations/:operationId',
+    operationId: 'operator_operation',
+    summary: 'One operation and its failures',
+    tag: 'Operator',
+    auth: 'operator',
+    params: OperatorParams,
+    responses: { 200: html('The page.') },
+    errors: ['unauthorized', 'validation_failed', 'not_found'],
+  },
+  {
+    method: 'post',
+    path: '/admin/operations/:operationId/:action',
+    operationId: 'operator_action',
+    summary: 'Pause, resume or cancel an operation from the operator view',
+    description: 'Must come from the operator page itself (Origin or Referer of this host).',
+    tag: 'Operator',
+    auth: 'operator',
+    params: OperatorParams.extend({ action: z.enum(OPERATOR_ACTIONS) }),
+    body: {
+      name: 'OperatorActionForm',
+      schema: z.object({ action: z.enum(OPERATOR_ACTIONS).optional() }).describe('What the page’s button posts.'),
+      required: false,
+      contentType: 'application/x-www-form-urlencoded',
+    },
+    responses: {
+      303: {
+        description: 'Done: back to the page the button was on.',
+        headers: { Location: { description: 'The operator page.', schema: { type: 'string' } } },
+      },
+    },
+    errors: ['unauthorized', 'validation_failed', 'not_found', 'operation_finished', 'operation_not_active'],
+  },
+];

@@ -1,0 +1,218 @@
+/**
+ * The OpenAPI document: valid OpenAPI 3.1 for a real validator (swagger-parser); the same from
+ * /openapi.json and `opspad openapi print`; every route the express app registers is in it and
+ * nothing else is; and a tour of every documented operation — through opspad/client and plain
+ * requests, refusals included — whose every request and answer validates against it.
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import SwaggerParser from '@apidevtools/swagger-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openApiDocument, openApiPath } from '../../src/api/openapi/document.ts';
+import { DOCUMENTED_TOOLS } from '../../src/api/openapi/routes.ts';
+import { createClient, type OpspadClient } from '../../src/client/index.ts';
+import { registeredRoutes } from '../helpers/app-routes.ts';
+import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { createExchangeChecker, type Exchange, recordingFetch } from '../helpers/openapi-check.ts';
+
+const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
+
+/** Every "METHOD /template" the document describes. */
+function documentedOperations(document: ReturnType<typeof openApiDocument>): string[] {
+  return Object.entries(document.paths as Record<string, object>)
+    .flatMap(([path, methods]) => Object.keys(methods).map((method) => `${method.toUpperCase()} ${path}`))
+    .sort();
+}
+
+function printDocument(): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    // No setting at all: printing the document reads none.
+    const child = spawn(process.execPath, [BIN, 'openapi', 'print'], {
+      env: { PATH: process.env.PATH ?? '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error('opspad openapi print did not exit within 60 s'));
+    }, 60_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('the OpenAPI document', () => {
+  const document = openApiDocument();
+
+  it('is valid OpenAPI 3.1', async () => {
+    expect(document.openapi).toBe('3.1.0');
+    await expect(SwaggerParser.validate(structuredClone(document) as never)).resolves.toBeDefined();
+  });
+
+  it('describes every route the app registers, and no route it does not', () => {
+    const registered = registeredRoutes();
+    const fromRouter = [
+      ...registered.routes.map((route) => {
+        const [method, path] = route.split(' ') as [string, string];
+        return `${method} ${openApiPath(path)}`;
+      }),
+      // Bull Board is a web app mounted there: its page is what the document lists.
+      ...registered.mounts.filter((mount) => mount === '/admin/queues').map((mount) => `GET ${mount}`),
+    ];
+    const toolPaths = DOCUMENTED_TOOLS.map((name) => `POST /v1/conversations/{conversationId}/tools/${name}`);
+    expect(documentedOperations(document)).toEqual([...new Set([...fromRouter, ...toolPaths])].sort());
+    // The other mounts are the operator pages' routers, whose routes are listed above.
+    expect(registered.mounts).toEqual(['/admin/operations', '/admin/queues', '/metrics']);
+  });
+
+  it('prints the same document with opspad openapi print, without any setting', async () => {
+    const run = await printDocument();
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual(document);
+  });
+});
+
+describe('real requests and answers against the document (postgres)', () => {
+  let harness: Harness;
+  let tenant: Tenant;
+  const exchanges: Exchange[] = [];
+  let client: OpspadClient;
+  const record = recordingFetch(exchanges);
+
+  beforeAll(async () => {
+    harness = await startHarness('postgres', { workers: true });
+    tenant = await harness.newTenant();
+    client = createClient({ baseUrl: harness.url, apiKey: tenant.apiKey, fetch: record });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  it('serves the document at /openapi.json, to any origin', async () => {
+    const response = await fetch(`${harness.url}/openapi.json`);
+    expect(response.headers.get('access-control-allow-origin')).toBe('*');
+    expect(await response.json()).toEqual(openApiDocument());
+  });
+
+  it('validates every exchange of a tour of every documented operation', async () => {
+    const conversation = randomUUID();
+    const settle = (call: Promise<unknown>) =>
+      call.then(
+        () => {},
+        () => {},
+      );
+
+    // Tools and operations, with refusals (400, 401, 404, 409).
+    await client.tools.list();
+    await client.tools.list({ format: 'anthropic' });
+    const created = await client.operations.create(conversation, {
+      operation_type: 'tour',
+      total_items: 3,
+      item_ids: ids(3),
+      batch_size: 2,
+      query_params: { segment: 'leads' },
+      notes: 'openapi tour',
+    });
+    const id = created.operation_id;
+    await settle(client.operations.create(conversation, { operation_type: 'bad', total_items: 2, item_ids: ['a'] }));
+    await client.operations.progress(conversation);
+    await client.operations.update(conversation, {
+      operation_id: id,
+      completed_ids: ['contact-1'],
+      failed: [{ id: 'contact-2', reason: 'opted out' }],
+    });
+    await settle(client.operations.complete(conversation, { operation_id: id }));
+    await client.operations.get(conversation, { operation_id: id, failures_limit: 1 });
+    await client.operations.pause(conversation);
+    await client.operations.resume(conversation, { operation_id: id });
+    await client.operations.complete(conversation, { operation_id: id, force: true });
+    const retried = await client.operations.retryFailed(conversation, { operation_id: id });
+    await client.operations.cancel(conversation, { operation_id: retried.operation_id });
+    await client.operations.status(id);
+    await settle(client.operations.status(randomUUID()));
+    await client.operations.finished(id);
+    await settle(client.tools.call(conversation, 'no_such_tool' as never, {}));
+    await client.tools.call(conversation, 'manage_assistant_operation', { action: 'get', operation_id: id });
+    await settle(createClient({ baseUrl: harness.url, apiKey: 'opk_wrong', fetch: record }).context.get(conversation));
+
+    // A background operation, streamed to its end.
+    const background = await client.operations.create(conversation, {
+      operation_type: 'demo',
+      total_items: 20,
+      item_ids: ids(20, 'lead'),
+      batch_size: 5,
+    });
+    await client.operations.finished(background.operation_id);
+
+    // Notes and executions.
+    const execution = await client.executions.start(conversation);
+    await client.notes.write(conversation, { notes: 'first finding' }, { executionId: execution.execution_id });
+    await client.notes.read(conversation, { persistent_notes: 'answer in French' });
+    await client.executions.traces(execution.execution_id, { after: 0, limit: 5 });
+    await client.executions.end(execution.execution_id);
+
+    // The structured scratchpad and the context fragment.
+    await client.scratchpad.update(conversation, {
+      task: 'Follow up the leads',
+      add: {
+        facts: [{ text: '3 leads', source_ref: 'crm:search' }],
+        refs: [{ id: 'crm:search', kind: 'tool_call', label: 'contacts tagged Lead' }],
+      },
+    });
+    const pad = await client.scratchpad.get(conversation);
+    const { version, ...content } = pad.scratchpad;
+    await client.scratchpad.put(conversation, { expected_version: version, scratchpad: content, reason: 'tour' });
+    await settle(client.scratchpad.put(conversation, { expected_version: 0, scratchpad: {} }));
+    await client.scratchpad.versions(conversation, { limit: 2 });
+    await client.scratchpad.settings(conversation, { reorganize_every: 5 });
+    await client.scratchpad.reorganize(conversation, { reason: 'tour' });
+    await client.scratchpad.events(conversation, { after: 0 });
+    await client.context.get(conversation);
+    await client.context.renders(conversation, { limit: 3 });
+    await client.health.live();
+    await client.health.ready();
+
+    // The public pages and the operator's.
+    const admin = { authorization: harness.adminAuthorization };
+    await record(`${harness.url}/openapi.json`);
+    await record(`${harness.url}/docs`);
+    await record(`${harness.url}/docs/assets/init.js`);
+    await record(`${harness.url}/docs/assets/nothing.js`);
+    await record(`${harness.url}/metrics`, { headers: admin });
+    await record(`${harness.url}/metrics`);
+    await record(`${harness.url}/admin/queues`, { headers: admin });
+    await record(`${harness.url}/admin/operations?status=completed`, { headers: admin });
+    await record(`${harness.url}/admin/operations/${id}`, { headers: admin });
+    await record(`${harness.url}/admin/operations/${background.operation_id}/pause`, {
+      method: 'POST',
+      headers: { ...admin, origin: harness.url, 'content-type': 'application/x-www-form-urlencoded' },
+      body: 'action=pause',
+      redirect: 'manual',
+    });
+
+    const check = createExchangeChecker(openApiDocument());
+    const covered = new Set<string>();
+    const problems: string[] = [];
+    for (const exchange of exchanges) {
+      const result = check(exchange);
+      problems.push(...result.problems);
+      if (result.operation) {
+        covered.add(result.operation);
+      }
+    }
+    expect(problems).toEqual([]);
+    expect(exchanges.some((e) => e.status === 409) && exchanges.some((e) => e.status === 401)).toBe(true);
+    // Every operation the document describes took part (add a call above for a new route).
+    expect([...covered].sort()).toEqual(documentedOperations(openApiDocument()));
+  });
+});
