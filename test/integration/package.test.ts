@@ -3,8 +3,9 @@
  * outside the repository installs the tarball. There a TypeScript handler imports defineHandler
  * from `opspad` and typechecks with `tsc --strict` (and lines that must not compile do not); an
  * app calls createOpspad({handlers}) and drives an operation to completion with opspad/client;
- * `npx opspad --help` works; a `.ts` handler named in OPSPAD_HANDLERS without a loader is
- * refused with the way to run it.
+ * `npx opspad --help` works, and `npx opspad migrate` applies every shipped migration to a new
+ * embedded database; a `.ts` handler named in OPSPAD_HANDLERS loads with the loader the README
+ * names, and without one is refused with the way to run it.
  *
  * Offline-friendly: the install prefers npm's cache (`--prefer-offline`; the first run on a
  * machine downloads opspad's dependencies once) and runs no install script; TypeScript and
@@ -245,7 +246,7 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
     });
   });
 
-  it('runs npx opspad from the project; a TypeScript handler loads with a loader, and without one is refused with the way', async () => {
+  it('runs npx opspad from the project (help, migrate); a TypeScript handler loads with a loader, and without one is refused with the way', async () => {
     const help = await run('npx', ['--no-install', 'opspad', '--help'], {
       cwd: project,
       env: shellEnv(),
@@ -253,6 +254,15 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
     });
     expect(help.code, help.stderr).toBe(0);
     expect(help.stdout).toContain('Usage: opspad <command>');
+
+    // Every migration ships, and is found from the compiled code: a new embedded database gets them all.
+    const migrated = await run('npx', ['--no-install', 'opspad', 'migrate'], {
+      cwd: project,
+      env: shellEnv({ OPSPAD_DATA_DIR: join(work, 'embedded') }),
+      timeoutMs: 120_000,
+    });
+    expect(migrated.code, migrated.stderr).toBe(0);
+    expect(migrated.stdout).toContain('Migrations applied (pglite).');
 
     const worker = await run('npx', ['--no-install', 'opspad', 'worker'], {
       cwd: project,
