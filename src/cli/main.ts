@@ -12,8 +12,8 @@ import { serveMcpOverStdio } from '../mcp/stdio.ts';
 import type { ApiKeySummary, CreatedApiKey } from '../store/index.ts';
 import { isToolFormat, TOOL_FORMATS, toolsInFormat } from '../tools/formats.ts';
 import { type KeyCommand, keyCommandViaLocalControl, runKeyCommand } from './local-control.ts';
-import { boardLine, openForCommand, startLocal } from './local-service.ts';
-import { exitOnSignals, shutdownAndExit, shutdownInProgress } from './process-exit.ts';
+import { boardLine, type LocalService, openForCommand, startLocal } from './local-service.ts';
+import { exitOnSignals, holdSignalsDuringStart, shutdownAndExit, shutdownInProgress } from './process-exit.ts';
 import { UsageError } from './usage-error.ts';
 import { watchOperation } from './watch.ts';
 import { webhooks } from './webhooks.ts';
@@ -50,11 +50,18 @@ README.md.`;
 
 /** Runs until SIGINT or SIGTERM, then shuts down within OPSPAD_SHUTDOWN_TIMEOUT and exits. */
 async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<void> {
-  const service = await startLocal(config, logger, role);
+  const signals = holdSignalsDuringStart({ logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT });
+  let service: LocalService;
+  try {
+    service = await startLocal(config, logger, role);
+  } catch (error) {
+    signals.release();
+    throw error;
+  }
   if (service.opspad.url) {
     writeStderr(`\n${boardLine(service.opspad)}\n`);
   }
-  exitOnSignals(service.shutdownSteps, { logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT });
+  signals.started(service.shutdownSteps);
 }
 
 /**

@@ -85,3 +85,43 @@ export function exitOnSignals(steps: readonly ShutdownStep[], options: ExitOptio
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
 }
+
+/**
+ * Holds SIGINT and SIGTERM while a process starts: its first log lines are out before its
+ * shutdown steps exist, and a supervisor that reads them may already send a signal. A held
+ * signal is acted on once `started` hands over the steps; a start still running one bound after
+ * the signal exits with code 3.
+ */
+export function holdSignalsDuringStart(options: ExitOptions): {
+  started(steps: readonly ShutdownStep[]): void;
+  release(): void;
+} {
+  let held: NodeJS.Signals | undefined;
+  let giveUp: NodeJS.Timeout | undefined;
+  const hold = (signal: NodeJS.Signals) => {
+    held ??= signal;
+    giveUp ??= setTimeout(() => {
+      writeStderr(
+        `opspad: ${signal} during start-up, and start-up did not end within ${options.timeoutMs} ms (exit code ${EXIT_CODES.shutdownTimedOut})`,
+      );
+      process.exit(EXIT_CODES.shutdownTimedOut);
+    }, options.timeoutMs);
+  };
+  const release = () => {
+    process.off('SIGINT', hold);
+    process.off('SIGTERM', hold);
+    clearTimeout(giveUp);
+  };
+  process.on('SIGINT', hold);
+  process.on('SIGTERM', hold);
+  return {
+    started(steps) {
+      release();
+      exitOnSignals(steps, options);
+      if (held) {
+        process.emit(held, held);
+      }
+    },
+    release,
+  };
+}
