@@ -86,6 +86,9 @@ export async function startHarness(engine: Engine, options: HarnessOptions = {})
     REDIS_URL: inject('redisUrl'),
     OPSPAD_QUEUE_PREFIX: harnessPrefix(),
     OPSPAD_ADMIN_PASSWORD: 'test-admin-password',
+    // The scheduled sweep reorganizes every organization's changed pads; test files share one
+    // database, so it stays out of the way unless a test runs it (sweepPads) itself.
+    OPSPAD_REORGANIZE_INTERVAL: '24h',
     ...options.env,
   });
   const service = await createOpspad({
