@@ -1,24 +1,10 @@
-/**
- * Postgres is the source of truth; Redis only dispatches. The reconciler makes Redis agree with
- * Postgres again, at start and then on an interval:
- * - an active background operation with no live job of its current lane generation (Redis was
- *   flushed or restarted without persistence, a job failed for good) gets a new generation;
- * - expired leases go back to pending, so a crashed worker's items are handed out again;
- * - an operation whose items are all recorded but which is still active is completed;
- * - paused operations untouched for OPSPAD_PAUSED_TTL are cancelled (event `expired`).
- *
- * It runs on a timer in every worker process rather than as a BullMQ job: it must keep working
- * when Redis has lost everything, its own schedule included. A Postgres advisory lock makes one
- * process do each pass.
- */
-import { AppError } from '../domain/errors.ts';
 import { remainingOf } from '../domain/operation.ts';
 import type { HandlerRegistry } from '../handlers/registry.ts';
 import type { Logger } from '../logger.ts';
 import {
   advanceDispatchEpoch,
   cancelOperation,
-  completeOperation,
+  completeIfDone,
   type Database,
   listActiveBackgroundOperationsAllOrganizations,
   listIdlePausedOperationsAllOrganizations,
@@ -81,13 +67,8 @@ async function pass(options: ReconcilerOptions): Promise<ReconcileReport> {
       const scope = { organizationId, conversationId };
       const op = await reclaimExpiredLeases(db, scope, operation.id, 'reconciler');
       if (remainingOf(op) === 0) {
-        try {
-          await completeOperation(db, scope, op.id, { force: false, actor: 'reconciler' });
+        if (await completeIfDone(db, scope, op.id, 'reconciler')) {
           report.completed++;
-        } catch (error) {
-          if (!(error instanceof AppError)) {
-            throw error;
-          }
         }
         continue;
       }

@@ -646,7 +646,7 @@ export async function completeOperation(
   { force, actor }: { force: boolean; actor: string },
 ): Promise<FinishResult> {
   return db.transaction(async (tx) => {
-    let op = await lockOperation(tx, scope, operationId);
+    const op = await lockOperation(tx, scope, operationId);
     if (op.status === 'completed') {
       return { operation: op, counts: countsOf(op, 0), abandoned: op.state_json.abandoned_count };
     }
@@ -661,16 +661,49 @@ export async function completeOperation(
         { operation_id: op.id, remaining_count: remaining },
       );
     }
-    const abandoned = remaining > 0 ? await abandonUnrecorded(tx, op.id) : 0;
-    op = await setStatus(tx, op.id, 'completed', { abandoned_count: op.state_json.abandoned_count + abandoned });
-    await appendEvent(tx, {
-      operationId: op.id,
-      organizationId: scope.organizationId,
-      kind: 'completed',
-      actor,
-      data: { forced: remaining > 0, abandoned },
-    });
-    return { operation: op, counts: countsOf(op, 0), abandoned };
+    return markCompleted(tx, scope, op, remaining, actor);
+  });
+}
+
+async function markCompleted(
+  tx: Queryable,
+  scope: ConversationScope,
+  locked: OperationRecord,
+  remaining: number,
+  actor: string,
+): Promise<FinishResult> {
+  const abandoned = remaining > 0 ? await abandonUnrecorded(tx, locked.id) : 0;
+  const op = await setStatus(tx, locked.id, 'completed', {
+    abandoned_count: locked.state_json.abandoned_count + abandoned,
+  });
+  await appendEvent(tx, {
+    operationId: op.id,
+    organizationId: scope.organizationId,
+    kind: 'completed',
+    actor,
+    data: { forced: remaining > 0, abandoned },
+  });
+  return { operation: op, counts: countsOf(op, 0), abandoned };
+}
+
+/**
+ * What workers and the reconciler do when they see nothing left: complete the operation if it
+ * is still active with every item recorded. A pause that landed first wins (the operation stays
+ * paused, and completes once resumed), so a 200 to `pause` is never followed by `completed`.
+ */
+export async function completeIfDone(
+  db: Database,
+  scope: ConversationScope,
+  operationId: string,
+  actor: string,
+): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const op = await lockOperation(tx, scope, operationId);
+    if (op.status !== 'active' || remainingOf(op) > 0) {
+      return false;
+    }
+    await markCompleted(tx, scope, op, 0, actor);
+    return true;
   });
 }
 

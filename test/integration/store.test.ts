@@ -5,7 +5,16 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApiKey, createOperation, type OpspadDatabase, runMigrations } from '../../src/store/index.ts';
+import {
+  completeIfDone,
+  createApiKey,
+  createOperation,
+  type OpspadDatabase,
+  pauseOperation,
+  recordResults,
+  resumeOperation,
+  runMigrations,
+} from '../../src/store/index.ts';
 import { ENGINES, ids, openTestDatabase } from '../helpers/harness.ts';
 
 describe.each(ENGINES)('the store on %s', (engine) => {
@@ -115,5 +124,22 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     ).rejects.toThrow();
     const rows = await db.query('SELECT 1 FROM assistant_operation WHERE organization_id = $1', [organization_id]);
     expect(rows).toEqual([]);
+  });
+
+  it('completes an operation with nothing left only while it is active: a pause that landed first wins', async () => {
+    const { scope, operation } = await newOperation();
+    await recordResults(db, scope, { operationId: operation.id, completedIds: ids(25), failed: [], owner: 'test' });
+    await pauseOperation(db, scope, operation.id, { actor: 'operator:ops', reason: 'operator' });
+    expect(await completeIfDone(db, scope, operation.id, 'worker')).toBe(false);
+    const [paused] = await db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
+      operation.id,
+    ]);
+    expect(paused?.status).toBe('paused');
+    await resumeOperation(db, scope, operation.id, { actor: 'test' });
+    expect(await completeIfDone(db, scope, operation.id, 'worker')).toBe(true);
+    const [done] = await db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
+      operation.id,
+    ]);
+    expect(done?.status).toBe('completed');
   });
 });

@@ -16,14 +16,13 @@
  */
 import { DelayedError, type Job, UnrecoverableError } from 'bullmq';
 import { AppError } from '../../domain/errors.ts';
-import type { OperationRecord } from '../../domain/operation.ts';
 import { HANDLER_DEFAULTS, type HandlerRegistry } from '../../handlers/registry.ts';
 import type { Handler } from '../../handlers/types.ts';
 import type { Logger } from '../../logger.ts';
 import type { Metrics } from '../../metrics.ts';
 import {
   type ConversationScope,
-  completeOperation,
+  completeIfDone,
   type Database,
   extendLeases,
   leaseBatch,
@@ -104,19 +103,6 @@ async function failExhausted(
   };
 }
 
-/** Completes the operation when every item is recorded; quietly does nothing otherwise. */
-async function completeIfDone(db: Database, scope: ConversationScope, op: OperationRecord): Promise<boolean> {
-  try {
-    await completeOperation(db, scope, op.id, { force: false, actor: 'worker' });
-    return true;
-  } catch (error) {
-    if (isAppError(error, 'items_remaining', 'operation_finished')) {
-      return false;
-    }
-    throw error;
-  }
-}
-
 export function createRunBatchProcessor(deps: RunBatchDeps) {
   return async (job: Job, token?: string, shutdownSignal?: AbortSignal): Promise<RunBatchResult> => {
     const parsed = RunBatchPayload.safeParse(job.data);
@@ -178,7 +164,9 @@ async function runStep(
   if (lease.batch.length === 0) {
     // Nothing pending for this lane. The last lane out completes the operation.
     const done =
-      op.status === 'active' && lease.counts.remaining_count === 0 && (await completeIfDone(deps.db, scope, op));
+      op.status === 'active' &&
+      lease.counts.remaining_count === 0 &&
+      (await completeIfDone(deps.db, scope, op.id, 'worker'));
     if (done) {
       await job.log(`operation completed: ${op.completed_count} completed, ${op.failed_count} failed`);
     }
@@ -293,7 +281,7 @@ async function runStep(
     return { ...result, next: 'stopped' }; // paused, cancelled, or a newer lane generation runs
   }
   if (counts.remaining_count === 0) {
-    const done = await completeIfDone(deps.db, scope, after);
+    const done = await completeIfDone(deps.db, scope, after.id, 'worker');
     return { ...result, next: done ? 'completed_operation' : 'stopped' };
   }
   // Pending items remain (or this step gave some back): keep the lane going. A lane that
