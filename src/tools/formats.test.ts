@@ -12,14 +12,16 @@ import { ReadFromScratchpadInput, WriteToScratchpadInput } from '../domain/notes
 import { OPERATION_ACTIONS, OperationToolInput } from '../domain/operation-input.ts';
 import { UpdateScratchpadInput } from '../domain/scratchpad-input.ts';
 import { type JsonSchema, toolDefinitions } from './definitions.ts';
-import { dropForeignNulls } from './flat-input.ts';
+import { normalizeFlatInput } from './flat-input.ts';
 import {
   acceptsNull,
+  JSON_STRING_HINT,
   OPENAI_NULL_HINT,
   OPENAI_STRICT_FORMATS,
   OPENAI_STRICT_KEYWORDS,
   type OpenAiTool,
   toAnthropicTool,
+  toOpenAiResponsesTool,
   toOpenAiStrictSchema,
   toolFormatOf,
   toolsInFormat,
@@ -210,14 +212,27 @@ describe('the OpenAI format', () => {
     expect(notes.return_history).toMatchObject({ type: ['boolean', 'null'] });
   });
 
-  it('leaves out a free-form object (query_params), which strict mode cannot express, and nothing else', () => {
+  it('carries a free-form object (query_params) as a string of JSON, and leaves out no field', () => {
     const original = definitions[0]?.input_schema.properties as JsonSchema;
-    const strict = strictParameters('manage_assistant_operation').properties as JsonSchema;
-    expect(Object.keys(original)).toContain('query_params');
-    expect(Object.keys(strict)).toEqual(Object.keys(original).filter((key) => key !== 'query_params'));
+    const strict = strictParameters('manage_assistant_operation').properties as Record<string, JsonSchema>;
+    expect(Object.keys(strict)).toEqual(Object.keys(original));
+    expect(strict.query_params).toMatchObject({ type: ['string', 'null'] });
+    expect(strict.query_params?.description).toContain(JSON_STRING_HINT);
   });
 
-  it('converts any schema: nullable by type or anyOf, $defs and anyOf branches, refusing a required free-form object', () => {
+  it('drops the root if/then/else (strict mode has no conditionals); the per-action rules stay in the descriptions', () => {
+    const strict = strictParameters('manage_assistant_operation');
+    expect(definitions[0]?.input_schema).toHaveProperty('if');
+    expect(strict).not.toHaveProperty('if');
+    expect(strict).not.toHaveProperty('else');
+    const properties = strict.properties as Record<string, JsonSchema>;
+    expect(properties.action?.description).toContain('update (needs operation_id)');
+    expect(properties.operation_id?.description).toContain(
+      'Required for update, complete, resume, cancel, retry_failed; optional for progress, pause, get.',
+    );
+  });
+
+  it('converts any schema: nullable by type or anyOf, $defs and anyOf branches, free-form objects as JSON strings', () => {
     const strict = toOpenAiStrictSchema({
       type: 'object',
       properties: {
@@ -230,7 +245,7 @@ describe('the OpenAI format', () => {
             { type: 'string', format: 'ulid' },
           ],
         },
-        f: { type: 'object', additionalProperties: { type: 'string' } },
+        f: { type: 'object', additionalProperties: { type: 'string' }, description: 'F.' },
       },
       required: ['c'],
       $defs: { thing: { type: 'object', properties: { g: { type: 'number' } }, propertyNames: { type: 'string' } } },
@@ -253,8 +268,9 @@ describe('the OpenAI format', () => {
             { type: 'null' },
           ],
         },
+        f: { type: ['string', 'null'], description: `F. ${JSON_STRING_HINT}` },
       },
-      required: ['a', 'b', 'c', 'd'],
+      required: ['a', 'b', 'c', 'd', 'f'],
       additionalProperties: false,
       $defs: {
         thing: {
@@ -265,9 +281,12 @@ describe('the OpenAI format', () => {
         },
       },
     });
-    expect(() =>
-      toOpenAiStrictSchema({ type: 'object', properties: { m: { type: 'object' } }, required: ['m'] }),
-    ).toThrow(/m is required/);
+    expect(toOpenAiStrictSchema({ type: 'object', properties: { m: { type: 'object' } }, required: ['m'] })).toEqual({
+      type: 'object',
+      properties: { m: { type: 'string', description: JSON_STRING_HINT } },
+      required: ['m'],
+      additionalProperties: false,
+    });
   });
 });
 
@@ -292,7 +311,7 @@ describe('calls a strict model makes with the OpenAI schemas', () => {
     (action) => {
       const call = { ...allNull, action, ...byAction[action] };
       expect(Object.keys(call).sort()).toEqual([...operationKeys].sort());
-      const parsed = OperationToolInput.safeParse(dropForeignNulls(call));
+      const parsed = OperationToolInput.safeParse(normalizeFlatInput(call));
       expect(parsed.success, JSON.stringify(parsed.error?.issues)).toBe(true);
       expect(parsed.data).toMatchObject({ action, ...byAction[action] });
       // Without dropping them, the nulls of other actions' fields fail as unknown fields.
@@ -302,14 +321,48 @@ describe('calls a strict model makes with the OpenAI schemas', () => {
     },
   );
 
-  it('still refuses a field of another action that has a value, and leaves the action’s own nulls alone', () => {
-    const foreign = OperationToolInput.safeParse(dropForeignNulls({ action: 'progress', force: true }));
-    expect(foreign.error?.issues[0]).toMatchObject({ code: 'unrecognized_keys', keys: ['force'] });
-    const ownNull = OperationToolInput.safeParse(dropForeignNulls({ action: 'update', operation_id: null }));
+  it.each(OPERATION_ACTIONS)(
+    'manage_assistant_operation %s: other actions’ fields holding their published defaults pass too',
+    (action) => {
+      const defaults = { batch_size: 5, max_parallel_batches: 4, lease_seconds: 300, force: false, failures_limit: 50 };
+      const call = { ...allNull, ...defaults, action, ...byAction[action] };
+      const parsed = OperationToolInput.safeParse(normalizeFlatInput(call));
+      expect(parsed.success, JSON.stringify(parsed.error?.issues)).toBe(true);
+      expect(parsed.data).toMatchObject({ action, ...byAction[action] });
+    },
+  );
+
+  it('refuses a field of another action that holds a value, naming the actions it belongs to', () => {
+    expect(() => normalizeFlatInput({ action: 'progress', force: true })).toThrow(
+      'Invalid manage_assistant_operation input: force: is not a field of progress (it is for complete): remove it, or send null',
+    );
+    expect(() => normalizeFlatInput({ action: 'progress', batch_size: 10 })).toThrow(
+      'batch_size: is not a field of progress (it is for create, retry_failed)',
+    );
+  });
+
+  it('leaves the action’s own nulls alone: a required one is missing, naming the action', () => {
+    const ownNull = OperationToolInput.safeParse(normalizeFlatInput({ action: 'update', operation_id: null }));
     expect(ownNull.error?.issues[0]?.path).toEqual(['operation_id']);
+    expect(ownNull.error?.issues[0]?.message).toBe(
+      'missing: update needs the operation’s id (returned by create, shown in the context)'.replace('’', "'"),
+    );
     const input = { action: 'pause', operation_id: null };
-    expect(dropForeignNulls(input)).toBe(input);
-    expect(dropForeignNulls(['not', 'an', 'object'])).toEqual(['not', 'an', 'object']);
+    expect(normalizeFlatInput(input)).toBe(input);
+    expect(normalizeFlatInput(['not', 'an', 'object'])).toEqual(['not', 'an', 'object']);
+  });
+
+  it('decodes query_params sent as a string of JSON, and refuses a string that is not an object', () => {
+    const call = { action: 'create', operation_type: 'webhook', total_items: 1, item_ids: ['a'] };
+    expect(normalizeFlatInput({ ...call, query_params: '{"url":"https://example.com/hook"}' })).toEqual({
+      ...call,
+      query_params: { url: 'https://example.com/hook' },
+    });
+    for (const bad of ['not json', '[1,2]', '"a string"', 'null']) {
+      expect(() => normalizeFlatInput({ ...call, query_params: bad }), bad).toThrow(
+        'query_params: must be a JSON object, or a string holding one',
+      );
+    }
   });
 
   it.each([
@@ -351,6 +404,33 @@ describe('the Anthropic and opspad formats', () => {
   it('opspad is the definitions themselves', () => {
     expect(toolsInFormat('opspad')).toEqual(definitions);
   });
+
+  it('openai-responses: the strict function without the Chat Completions wrapper', () => {
+    const tools = toolsInFormat('openai-responses');
+    expect(tools).toEqual(definitions.map(toOpenAiResponsesTool));
+    for (const [i, tool] of tools.entries()) {
+      const chat = openAiTools[i]?.function;
+      expect(tool).toEqual({
+        type: 'function',
+        name: chat?.name,
+        description: chat?.description,
+        parameters: chat?.parameters,
+        strict: true,
+      });
+    }
+  });
+
+  it('no format carries a null branch outside the OpenAI ones, nor anyOf/oneOf/allOf at the root', () => {
+    for (const format of ['opspad', 'anthropic'] as const) {
+      for (const tool of toolsInFormat(format) as { input_schema: JsonSchema }[]) {
+        const json = JSON.stringify(tool.input_schema);
+        expect(json).not.toContain('"null"');
+        for (const key of ['anyOf', 'oneOf', 'allOf']) {
+          expect(tool.input_schema).not.toHaveProperty(key);
+        }
+      }
+    }
+  });
 });
 
 describe('toolFormatOf', () => {
@@ -370,6 +450,6 @@ describe('toolFormatOf', () => {
     }
     expect(error).toBeInstanceOf(AppError);
     expect(error).toMatchObject({ code: 'validation_failed', details: { issues: [{ field: 'format' }] } });
-    expect((error as Error).message).toContain('format: must be one of: opspad, openai, anthropic');
+    expect((error as Error).message).toContain('format: must be one of: opspad, openai, openai-responses, anthropic');
   });
 });

@@ -14,7 +14,7 @@ import { type Harness, startHarness } from '../helpers/harness.ts';
 
 /** What the scripted model does, from the system prompt and the last message only. */
 function decide(system: string, last: ChatMessage): { content?: string; call?: { name: string; args: unknown } } {
-  const active = /- ACTIVE send_sms \(operation_id ([0-9a-f-]{36})\)/.exec(system)?.[1];
+  const active = /^- #\d+ ACTIVE send_sms, .*, id ([0-9a-f-]{36}): /m.exec(system)?.[1];
   const result = last.role === 'tool' ? (JSON.parse(last.content ?? '{}') as Record<string, unknown>) : {};
   if (last.role === 'user') {
     return { call: { name: 'search_contacts', args: { tag: 'Lead' } } };
@@ -42,7 +42,7 @@ function decide(system: string, last: ChatMessage): { content?: string; call?: {
   if (result.status === 'completed') {
     return { content: `Done: ${result.completed_count} sent, ${result.failed_count} failed.` };
   }
-  if (active && system.includes('Every item is recorded')) {
+  if (active && system.includes('every item is recorded: complete')) {
     return { call: { name: 'manage_assistant_operation', args: { action: 'complete', operation_id: active } } };
   }
   if (active) {
