@@ -111,5 +111,5 @@ describe('the MCP Inspector CLI against opspad mcp', () => {
       operationId,
     ]);
     expect(rows).toEqual([{ status: 'completed' }]);
-  });
+  }, 300_000);
 });

@@ -202,7 +202,7 @@ describe('opspad mcp over stdio', () => {
     });
     expect(update.json).toMatchObject({ completed_count: 5, remaining_count: 2 });
     expect([(await statusOf(opA))?.status, (await statusOf(opB))?.status]).toEqual(['active', 'active']);
-  });
+  }, 180_000);
 
   it('never pauses another chat’s operation when chats share one server', async () => {
     // a's first chat has send_sms active at home; two more chats create in the same server.
