@@ -158,7 +158,7 @@ function nextStep(
     return `The operation is ${op.status}.`;
   }
   if (batch.length > 0) {
-    return 'Process these items, then report them with {"action":"update", completed_ids, failed}.';
+    return `Process these items, then report them with {"action":"update","operation_id":"${op.id}", completed_ids, failed}.`;
   }
   if (counts.remaining_count === 0) {
     return `Every item is recorded. Call {"action":"complete","operation_id":"${op.id}"}.`;
