@@ -12,8 +12,8 @@
  *
  * In both modes a call that names an operation goes to that operation's conversation (looked up
  * once by id within the organization), so an operation found in the context — this chat's, or
- * another conversation's — is continued by its id. An action that may omit the id (progress,
- * get, pause) gets the id of the operation this session last created or named.
+ * another conversation's — is continued by its id. In session mode, an action that may omit the
+ * id (progress, get, pause) gets the id of the operation this session last created or named.
  */
 import { randomUUID } from 'node:crypto';
 import type { OpspadHttpClient } from './http-client.ts';
@@ -95,7 +95,14 @@ export function createConversationRouter(
         lastOperation = operationId.toLowerCase();
         return { conversationId: await conversationOf(lastOperation, signal), input };
       }
-      if (typeof action === 'string' && ID_OPTIONAL.has(action) && operationId == null && lastOperation) {
+      // With --conversation, an omitted id means the conversation's active operation, as in HTTP.
+      if (
+        mode === 'session' &&
+        typeof action === 'string' &&
+        ID_OPTIONAL.has(action) &&
+        operationId == null &&
+        lastOperation
+      ) {
         return {
           conversationId: await conversationOf(lastOperation, signal),
           input: { ...input, operation_id: lastOperation },
