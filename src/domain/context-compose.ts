@@ -131,10 +131,40 @@ function padSection(
   }
 }
 
-export function composeContext(input: ComposeInput): ComposedContext {
+/** `count` remembering each line's count: trimming the pad renders most lines again. */
+function memoized(count: CountTokens): CountTokens {
+  const known = new Map<string, number>();
+  return (text) => {
+    let tokens = known.get(text);
+    if (tokens === undefined) {
+      tokens = count(text);
+      known.set(text, tokens);
+    }
+    return tokens;
+  };
+}
+
+function recitesAnything(selection: RecitationSelection | null): selection is RecitationSelection {
+  if (!selection) {
+    return false;
+  }
+  const { hidden } = selection;
+  return (
+    selection.goals.length +
+      selection.open_items.length +
+      selection.facts.length +
+      hidden.goals +
+      hidden.open_items +
+      hidden.facts >
+    0
+  );
+}
+
+export function composeContext(rawInput: ComposeInput): ComposedContext {
+  const input = { ...rawInput, count: memoized(rawInput.count) };
   const { count } = input;
   const budget = Math.max(input.budgetTokens, CONTEXT_MIN_TOKENS);
-  const hasPad = input.recitation !== null && renderRecitation(input.recitation) !== '';
+  const hasPad = recitesAnything(input.recitation);
   const opsRoom = hasPad ? Math.floor(budget * OPERATIONS_SHARE) : budget;
 
   const own = operationsSection(OWN_HEADING, input.operations, input.total, 1, opsRoom, input, false);
@@ -152,7 +182,7 @@ export function composeContext(input: ComposeInput): ComposedContext {
 
   const aliases = new Map(own.shown.map((op) => [op.operation_id, op.alias as string]));
   const used = own.tokens + others.tokens;
-  const pad = hasPad && input.recitation ? padSection(input.recitation, aliases, budget - used, count) : null;
+  const pad = hasPad ? padSection(input.recitation as RecitationSelection, aliases, budget - used, count) : null;
 
   const parts = [own.lines.join('\n'), others.lines.join('\n'), pad?.text ?? ''].filter((part) => part !== '');
   return {
