@@ -7,7 +7,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { AppError } from '../domain/errors.ts';
 import { ReadFromScratchpadInput, WriteToScratchpadInput } from '../domain/notes-input.ts';
 import { OPERATION_ACTIONS, OperationToolInput } from '../domain/operation-input.ts';
 import { UpdateScratchpadInput } from '../domain/scratchpad-input.ts';
@@ -20,10 +19,7 @@ import {
   OPENAI_STRICT_FORMATS,
   OPENAI_STRICT_KEYWORDS,
   type OpenAiTool,
-  toAnthropicTool,
-  toOpenAiResponsesTool,
   toOpenAiStrictSchema,
-  toolFormatOf,
   toolsInFormat,
 } from './formats.ts';
 
@@ -332,39 +328,6 @@ describe('calls a strict model makes with the OpenAI schemas', () => {
     },
   );
 
-  it('refuses a field of another action that holds a value, naming the actions it belongs to', () => {
-    expect(() => normalizeFlatInput({ action: 'progress', force: true })).toThrow(
-      'Invalid manage_assistant_operation input: force: is not a field of progress (it is for complete): remove it, or send null',
-    );
-    expect(() => normalizeFlatInput({ action: 'progress', batch_size: 10 })).toThrow(
-      'batch_size: is not a field of progress (it is for create, retry_failed)',
-    );
-  });
-
-  it('leaves the action’s own nulls alone: a required one is missing, naming the action', () => {
-    const ownNull = OperationToolInput.safeParse(normalizeFlatInput({ action: 'update', operation_id: null }));
-    expect(ownNull.error?.issues[0]?.path).toEqual(['operation_id']);
-    expect(ownNull.error?.issues[0]?.message).toBe(
-      'missing: update needs the operation’s id (returned by create, shown in the context)'.replace('’', "'"),
-    );
-    const input = { action: 'pause', operation_id: null };
-    expect(normalizeFlatInput(input)).toBe(input);
-    expect(normalizeFlatInput(['not', 'an', 'object'])).toEqual(['not', 'an', 'object']);
-  });
-
-  it('decodes query_params sent as a string of JSON, and refuses a string that is not an object', () => {
-    const call = { action: 'create', operation_type: 'webhook', total_items: 1, item_ids: ['a'] };
-    expect(normalizeFlatInput({ ...call, query_params: '{"url":"https://example.com/hook"}' })).toEqual({
-      ...call,
-      query_params: { url: 'https://example.com/hook' },
-    });
-    for (const bad of ['not json', '[1,2]', '"a string"', 'null']) {
-      expect(() => normalizeFlatInput({ ...call, query_params: bad }), bad).toThrow(
-        'query_params: must be a JSON object, or a string holding one',
-      );
-    }
-  });
-
   it.each([
     ['write_to_scratchpad', WriteToScratchpadInput],
     ['read_from_scratchpad', ReadFromScratchpadInput],
@@ -385,71 +348,5 @@ describe('calls a strict model makes with the OpenAI schemas', () => {
     };
     expect(call.add.refs[0]).toEqual({ id: 'x', kind: 'x', label: null, excerpt: null });
     expect(call.add.goals[0]).toEqual({ text: 'x', source_ref: null });
-  });
-});
-
-describe('the Anthropic and opspad formats', () => {
-  it('anthropic: {name, description, input_schema} with the schema as generated', () => {
-    const tools = toolsInFormat('anthropic');
-    expect(tools).toEqual(definitions.map(toAnthropicTool));
-    for (const [i, tool] of tools.entries()) {
-      expect(tool).toEqual({
-        name: definitions[i]?.name,
-        description: definitions[i]?.description,
-        input_schema: definitions[i]?.input_schema,
-      });
-    }
-  });
-
-  it('opspad is the definitions themselves', () => {
-    expect(toolsInFormat('opspad')).toEqual(definitions);
-  });
-
-  it('openai-responses: the strict function without the Chat Completions wrapper', () => {
-    const tools = toolsInFormat('openai-responses');
-    expect(tools).toEqual(definitions.map(toOpenAiResponsesTool));
-    for (const [i, tool] of tools.entries()) {
-      const chat = openAiTools[i]?.function;
-      expect(tool).toEqual({
-        type: 'function',
-        name: chat?.name,
-        description: chat?.description,
-        parameters: chat?.parameters,
-        strict: true,
-      });
-    }
-  });
-
-  it('no format carries a null branch outside the OpenAI ones, nor anyOf/oneOf/allOf at the root', () => {
-    for (const format of ['opspad', 'anthropic'] as const) {
-      for (const tool of toolsInFormat(format) as { input_schema: JsonSchema }[]) {
-        const json = JSON.stringify(tool.input_schema);
-        expect(json).not.toContain('"null"');
-        for (const key of ['anyOf', 'oneOf', 'allOf']) {
-          expect(tool.input_schema).not.toHaveProperty(key);
-        }
-      }
-    }
-  });
-});
-
-describe('toolFormatOf', () => {
-  it('defaults to opspad and accepts each format', () => {
-    expect(toolFormatOf({})).toBe('opspad');
-    expect(toolFormatOf(undefined)).toBe('opspad');
-    expect(toolFormatOf({ format: 'openai' })).toBe('openai');
-    expect(toolFormatOf({ format: 'anthropic', other: 'ignored' })).toBe('anthropic');
-  });
-
-  it('refuses an unknown format with a validation error naming format', () => {
-    let error: unknown;
-    try {
-      toolFormatOf({ format: 'gemini' });
-    } catch (caught) {
-      error = caught;
-    }
-    expect(error).toBeInstanceOf(AppError);
-    expect(error).toMatchObject({ code: 'validation_failed', details: { issues: [{ field: 'format' }] } });
-    expect((error as Error).message).toContain('format: must be one of: opspad, openai, openai-responses, anthropic');
   });
 });
