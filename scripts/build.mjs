@@ -59,7 +59,9 @@ export function build({ clean = true } = {}) {
   const source = readFileSync(bundle, 'utf8');
   const occurrences = source.split(REDOC_LOGO).length - 1;
   if (occurrences !== 1) {
-    throw new Error(`expected Redoc's logo URL once in its bundle, found it ${occurrences} times: check scripts/build.mjs`);
+    throw new Error(
+      `expected Redoc's logo URL once in its bundle, found it ${occurrences} times: check scripts/build.mjs`,
+    );
   }
   writeFileSync(bundle, source.replace(REDOC_LOGO, '""'));
 }

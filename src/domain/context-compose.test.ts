@@ -30,7 +30,6 @@ function operation(index: number, overrides: Partial<OpenOperation> = {}, notes:
       cursor: 45,
       batch_size: 5,
       execution: 'assistant',
-      query_params: null,
       notes,
       abandoned_count: 0,
       paused_reason: 'a new operation was created',

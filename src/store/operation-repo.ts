@@ -20,8 +20,8 @@ import {
   remainingOf,
 } from '../domain/operation.ts';
 import { OPERATION_DEFAULTS } from '../domain/operation-input.ts';
-import { type ConversationScope, ensureConversation } from './conversation-repo.ts';
 import { CIRCUIT_BREAKER, NEWER_OPERATION } from '../domain/paused-by.ts';
+import { type ConversationScope, ensureConversation } from './conversation-repo.ts';
 import type { Database, Queryable } from './db.ts';
 import { appendEvent } from './event-repo.ts';
 import {
