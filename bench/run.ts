@@ -61,6 +61,8 @@ const ORDER = [
   'context_render_ms',
   'context_render_chars',
   'event_loop_max_block_ms',
+  'context_tokens_typical',
+  'context_tokens_max',
   'http_single_p50_ms',
   'http_single_p99_ms',
   'http_loop_p50_ms',

@@ -178,6 +178,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       metrics,
       queues,
       scratchpad: { ...reorganizeDeps, onReorganizeDue },
+      contextMaxTokens: config.OPSPAD_CONTEXT_MAX_TOKENS,
       rateLimit: rateLimitPerKey(producer, config.OPSPAD_QUEUE_PREFIX, config.OPSPAD_RATE_LIMIT, logger),
       authFailures: authFailureLimiter(producer, config.OPSPAD_QUEUE_PREFIX, config.OPSPAD_AUTH_FAILURE_LIMIT, logger),
       trustProxy: config.OPSPAD_TRUST_PROXY,

@@ -55,6 +55,8 @@ export const TARGETS: Target[] = [
   maxTarget('worker_peak_rss_mb', 250, 'MB'),
   maxTarget('context_render_ms', 5, 'ms'),
   maxTarget('event_loop_max_block_ms', 50, 'ms'),
+  maxTarget('context_tokens_typical', 400, 'tokens'),
+  maxTarget('context_tokens_max', 1500, 'tokens'),
   {
     entry: 'http_loop_p99_ms',
     describe: (get) => `≤ 25 ms with 0 errors (${get('http_loop_errors') ?? '?'} errors)`,

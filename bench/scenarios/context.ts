@@ -1,19 +1,68 @@
 /**
- * The context fragment of a conversation that has accumulated a lot: 1,000 operations (one
- * active, the rest paused, 30 items each, some in flight) and a pad of 2,000 facts (about 210 KB,
- * near OPSPAD_MAX_SCRATCHPAD_BYTES). The fragment is rebuilt on every turn of the assistant, so
- * it must stay cheap whatever it holds.
+ * The context fragment, paid on every turn of the assistant: its cost in o200k tokens for a
+ * typical conversation (2 operations, 20 facts) and for one that has accumulated a lot (1,000
+ * operations — one active, the rest paused, 30 items each, some in flight — and a pad of 2,000
+ * facts, about 210 KB, near OPSPAD_MAX_SCRATCHPAD_BYTES), and the time to build the large one.
+ * Both must stay cheap whatever they hold.
  */
 import { randomUUID } from 'node:crypto';
+import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
+import { CONTEXT_MAX_TOKENS_DEFAULT } from '../../src/domain/context-compose.ts';
 import { RECITE_MAX_CHARS_DEFAULT } from '../../src/domain/recitation.ts';
 import { emptyPad, type Pad } from '../../src/domain/scratchpad.ts';
-import { ensureConversation, writePad } from '../../src/store/index.ts';
+import { createOperation, ensureConversation, pauseOperation, writePad } from '../../src/store/index.ts';
 import { buildContextFragment } from '../../src/tools/context-fragment.ts';
+import { typicalPad } from '../../test/helpers/typical-context.ts';
 import { type BenchContext, type Entry, median, round, timed } from '../lib/common.ts';
 
 const ITEMS_PER_OPERATION = 30;
+const BUDGETS = { reciteChars: RECITE_MAX_CHARS_DEFAULT, maxTokens: CONTEXT_MAX_TOKENS_DEFAULT };
+
+/** Two operations through the store (one paused by an operator), 40/100 recorded, and the pad. */
+async function typicalTokens(ctx: BenchContext, organizationId: string): Promise<{ tokens: number; chars: number }> {
+  const scope = { organizationId, conversationId: randomUUID() };
+  const ids = Array.from({ length: 100 }, (_, i) => `contact-${i}`);
+  const make = (operationType: string) =>
+    createOperation(ctx.db, scope, {
+      operationType,
+      itemIds: ids,
+      batchSize: 10,
+      queryParams: null,
+      notes: null,
+      execution: 'assistant',
+      actor: 'bench',
+    });
+  const paused = (await make('update_contacts')).operation;
+  await pauseOperation(ctx.db, scope, paused.id, {
+    actor: 'operator:admin',
+    reason: 'paused by operator admin',
+    pausedBy: 'operator:admin',
+  });
+  const active = (await make('send_sms')).operation;
+  await ctx.db.query(
+    `UPDATE assistant_operation_item SET status = CASE WHEN ordinal < 38 THEN 'completed' ELSE 'failed' END
+     WHERE operation_id = ANY($1::uuid[]) AND ordinal < 40`,
+    [[paused.id, active.id]],
+  );
+  await ctx.db.query(
+    `UPDATE assistant_operation SET completed_count = 38, failed_count = 2,
+       state_json = state_json || '{"cursor": 40}'::jsonb
+     WHERE id = ANY($1::uuid[])`,
+    [[paused.id, active.id]],
+  );
+  const pad = typicalPad(active.id, paused.id);
+  await writePad(ctx.db, scope, {
+    build: () => pad,
+    source: 'api',
+    reason: 'bench',
+    reciteBudget: BUDGETS.reciteChars,
+  });
+  const { text } = await buildContextFragment(ctx.db, scope, BUDGETS);
+  return { tokens: countTokens(text), chars: text.length };
+}
 
 export async function benchContext(ctx: BenchContext, organizationId: string): Promise<Entry[]> {
+  const typical = await typicalTokens(ctx, organizationId);
   const scope = { organizationId, conversationId: randomUUID() };
   const operations = ctx.plan.contextOperations;
   await ctx.db.transaction(async (tx) => {
@@ -28,7 +77,8 @@ export async function benchContext(ctx: BenchContext, organizationId: string): P
          jsonb_build_object('cursor', g % 20 + g % 3, 'batch_size', 5, 'execution', 'assistant',
            'query_params', jsonb_build_object('tag', 'Lead', 'segment', g), 'notes', 'follow-up ' || g,
            'abandoned_count', 0, 'max_parallel_batches', 4, 'max_failure_rate', null)
-           || CASE WHEN g = $3 THEN '{}'::jsonb ELSE '{"paused_reason": "a new operation was created"}'::jsonb END,
+           || CASE WHEN g = $3 THEN '{}'::jsonb
+              ELSE '{"paused_reason": "a new operation was created", "paused_by": "newer_operation"}'::jsonb END,
          now() - make_interval(secs => $3 - g), now() - make_interval(secs => $3 - g)
        FROM generate_series(1, $3) AS g`,
       [scope.conversationId, scope.organizationId, operations],
@@ -66,31 +116,45 @@ export async function benchContext(ctx: BenchContext, organizationId: string): P
     build: () => pad,
     source: 'api',
     reason: 'bench',
-    reciteBudget: RECITE_MAX_CHARS_DEFAULT,
+    reciteBudget: BUDGETS.reciteChars,
   });
 
   for (let i = 0; i < 5; i++) {
-    await buildContextFragment(ctx.db, scope, RECITE_MAX_CHARS_DEFAULT); // warm-up
+    await buildContextFragment(ctx.db, scope, BUDGETS); // warm-up (and the tokenizer's first load)
   }
   const times: number[] = [];
-  let chars = 0;
+  let text = '';
   for (let i = 0; i < ctx.plan.renderSamples; i++) {
-    const { result, ms } = await timed(() => buildContextFragment(ctx.db, scope, RECITE_MAX_CHARS_DEFAULT));
-    chars = result.text.length;
+    const { result, ms } = await timed(() => buildContextFragment(ctx.db, scope, BUDGETS));
+    text = result.text;
     times.push(ms);
   }
   const value = median(times);
+  const maxTokens = countTokens(text);
   ctx.log(
-    `context fragment, ${operations} operations and ${ctx.plan.contextFacts} facts: ${round(value, 2)} ms, ${chars} characters`,
+    `context fragment, ${operations} operations and ${ctx.plan.contextFacts} facts: ${round(value, 2)} ms, ${text.length} characters, ${maxTokens} tokens; typical: ${typical.tokens} tokens`,
   );
+  const sizes = `${operations} operations, ${ctx.plan.contextFacts} facts`;
   return [
     {
       name: 'context_render_ms',
       value: round(value, 2),
       unit: 'ms',
       n: times.length,
-      note: `median; ${operations} operations, ${ctx.plan.contextFacts} facts → ${chars} characters`,
+      note: `median; ${sizes} → ${text.length} characters`,
     },
-    { name: 'context_render_chars', value: chars, unit: 'chars', note: 'length of the rendered fragment' },
+    { name: 'context_render_chars', value: text.length, unit: 'chars', note: `length of the fragment (${sizes})` },
+    {
+      name: 'context_tokens_typical',
+      value: typical.tokens,
+      unit: 'tokens',
+      note: `o200k (gpt-tokenizer); 2 operations (one paused by an operator), 20 facts citing them → ${typical.chars} characters`,
+    },
+    {
+      name: 'context_tokens_max',
+      value: maxTokens,
+      unit: 'tokens',
+      note: `o200k (gpt-tokenizer); ${sizes}; OPSPAD_CONTEXT_MAX_TOKENS ${BUDGETS.maxTokens}`,
+    },
   ];
 }

@@ -10,34 +10,24 @@ export function contactTools(count: number) {
   const hasNoPhone = (id: string) => Number(id.split('-')[1]) % 12 === 0;
   const tools: LocalTool[] = [
     {
-      definition: {
-        type: 'function',
-        function: {
-          name: 'search_contacts',
-          description: 'The ids of the contacts with a tag.',
-          parameters: {
-            type: 'object',
-            properties: { tag: { type: 'string' } },
-            required: ['tag'],
-            additionalProperties: false,
-          },
-        },
+      name: 'search_contacts',
+      description: 'The ids of the contacts with a tag.',
+      parameters: {
+        type: 'object',
+        properties: { tag: { type: 'string' } },
+        required: ['tag'],
+        additionalProperties: false,
       },
       run: async () => ({ contact_ids: contacts }),
     },
     {
-      definition: {
-        type: 'function',
-        function: {
-          name: 'send_sms',
-          description: 'Sends the follow-up SMS to each contact; answers which were sent and which failed.',
-          parameters: {
-            type: 'object',
-            properties: { contact_ids: { type: 'array', items: { type: 'string' } } },
-            required: ['contact_ids'],
-            additionalProperties: false,
-          },
-        },
+      name: 'send_sms',
+      description: 'Sends the follow-up SMS to each contact; answers which were sent and which failed.',
+      parameters: {
+        type: 'object',
+        properties: { contact_ids: { type: 'array', items: { type: 'string' } } },
+        required: ['contact_ids'],
+        additionalProperties: false,
       },
       run: async (args) => {
         const ids = (args.contact_ids as string[]) ?? [];

@@ -4,6 +4,7 @@
  */
 import type { Queue } from 'bullmq';
 import express, { type RequestHandler } from 'express';
+import { CONTEXT_MAX_TOKENS_DEFAULT } from '../domain/context-compose.ts';
 import { AppError } from '../domain/errors.ts';
 import { DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
 import { findUnstorableValue } from '../domain/validation.ts';
@@ -56,6 +57,8 @@ export interface AppDeps {
   trustProxy?: number | readonly string[];
   /** The structured scratchpad: reorganizer, recitation budget, cadence hook. */
   scratchpad: ScratchpadRoutesDeps;
+  /** OPSPAD_CONTEXT_MAX_TOKENS (default 1,500). */
+  contextMaxTokens?: number;
 }
 
 /**
@@ -126,7 +129,12 @@ export function createApp(deps: AppDeps): express.Express {
   v1.use((req, res, next) => (OPERATION_TOOL_PATH.test(req.path) ? operationToolBody : otherBody)(req, res, next));
   v1.use(rejectUnstorableValues);
   v1.use(toolsRouter(deps.tools));
-  v1.use(contextRouter(deps.db, deps.scratchpad.reciteBudget));
+  v1.use(
+    contextRouter(deps.db, {
+      reciteChars: deps.scratchpad.reciteBudget,
+      maxTokens: deps.contextMaxTokens ?? CONTEXT_MAX_TOKENS_DEFAULT,
+    }),
+  );
   v1.use(scratchpadRouter(deps.scratchpad));
   v1.use(executionsRouter(deps.db));
   v1.use(

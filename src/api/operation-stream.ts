@@ -15,10 +15,12 @@
  * A key holds at most `slots.maxPerKey` streams at once, across processes (stream-slots.ts):
  * one more is refused with 429 too_many_streams before any database read.
  */
+
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Request, Response } from 'express';
 import { AppError } from '../domain/errors.ts';
 import { isFinished } from '../domain/operation.ts';
+import { parsePausedBy } from '../domain/paused-by.ts';
 import {
   type Database,
   getOperationInOrganization,
@@ -69,6 +71,7 @@ export function progressOf({ operation, counts }: Snapshot) {
     conversation_id: operation.conversation_id,
     execution: operation.state_json.execution,
     paused_reason: operation.status === 'paused' ? (operation.state_json.paused_reason ?? null) : null,
+    paused_by: operation.status === 'paused' ? (parsePausedBy(operation.state_json.paused_by) ?? null) : null,
     ...counts,
   };
 }

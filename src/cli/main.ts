@@ -32,14 +32,14 @@ Commands:
                                  with a live progress bar, starting opspad here if none runs.
   ops watch <operation_id>       Follow an operation with a live progress bar until it ends
                                  (uses OPSPAD_URL and OPSPAD_API_KEY).
-  mcp --conversation <uuid>      Serve opspad's tools and the conversation's context resource to
-                                 an MCP client over stdio (uses OPSPAD_URL and OPSPAD_API_KEY;
-                                 --url, --key override them).
+  mcp [--conversation <uuid>]    Serve opspad's tools and working memory to an MCP client over
+                                 stdio (uses OPSPAD_URL and OPSPAD_API_KEY; --url, --key override
+                                 them). Without --conversation, the session has its own.
   webhooks secret --org <name>   Show the organization's webhook signing secret (whsec_…);
                 [--rotate]       replace it (the old one keeps signing for
                 [--json]         OPSPAD_WEBHOOK_ROTATION_GRACE).
   tools print [--format F]       Print the tool definitions as JSON; F: opspad (default), openai
-                                 (strict function calling) or anthropic.
+                                 (strict function calling), openai-responses or anthropic.
   openapi print                  Print the OpenAPI 3.1 document of the HTTP API (as served at
                                  /openapi.json), to generate a client in any language.
   help                           Show this help.
@@ -172,7 +172,7 @@ const MCP_EXIT_WITHIN_MS = 1000;
 
 const CONVERSATION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** `opspad mcp`: an MCP server over stdio for one conversation, talking to opspad over HTTP. */
+/** `opspad mcp`: an MCP server over stdio, talking to opspad over HTTP (see src/mcp/session.ts). */
 async function mcp(config: Config, args: string[]): Promise<number> {
   const { values } = parseArgs({
     args,
@@ -180,13 +180,9 @@ async function mcp(config: Config, args: string[]): Promise<number> {
     strict: true,
   });
   const conversationId = values.conversation?.trim().toLowerCase();
-  const apiKey = values.key ?? config.OPSPAD_API_KEY;
-  if (!conversationId || !apiKey) {
-    throw new UsageError(
-      'Usage: opspad mcp --conversation <uuid> [--url URL] [--key API_KEY] (or OPSPAD_URL, OPSPAD_API_KEY)',
-    );
-  }
-  if (!CONVERSATION_ID.test(conversationId)) {
+  // A missing key is reported to the model on each call (after initialize), not by exiting.
+  const apiKey = values.key ?? config.OPSPAD_API_KEY ?? '';
+  if (conversationId !== undefined && !CONVERSATION_ID.test(conversationId)) {
     throw new UsageError('--conversation must be a UUID you choose for the conversation');
   }
   const baseUrl = values.url ?? config.OPSPAD_URL ?? `http://${config.HOST}:${config.PORT}`;

@@ -167,6 +167,8 @@ export const EnvSchema = z.object({
   OPSPAD_MAX_ACTIVE_BACKGROUND: positiveInt.default(100),
   /** The recitation of the structured scratchpad stays within this many characters. */
   OPSPAD_RECITE_MAX_CHARS: positiveInt.pipe(z.number().min(1000, 'must be at least 1000')).default(4000),
+  /** The whole context fragment (operations and recited scratchpad) stays within this many o200k tokens. */
+  OPSPAD_CONTEXT_MAX_TOKENS: positiveInt.pipe(z.number().min(300, 'must be at least 300')).default(1500),
   /** Who reorganizes pads: unset, `openai` when OPSPAD_LLM_BASE_URL is set, else `builtin`. */
   OPSPAD_LLM_PROVIDER: z.enum(['builtin', 'openai', 'anthropic']).optional(),
   /** An OpenAI-compatible API (…/v1) or the Anthropic API (https://api.anthropic.com). */

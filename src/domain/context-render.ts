@@ -1,18 +1,21 @@
 /**
- * Renders the operations part of the context fragment: the compact block an assistant puts in
- * its system prompt every turn. It must fit a hard character budget whatever the number of
- * operations, so whole entries are added while they fit and the rest are summarized by count;
- * a line is never cut in the middle. The text has no clock times, so it only changes when the
- * work does (a cached prompt prefix before it survives).
+ * The operations part of the context fragment: one short entry per open operation, priced in
+ * tokens because it is paid on every turn. Each entry names the operation by a short alias
+ * (`#1`, `#2`: facts that cite `operation:<id>` use it too), spells its 36-character id once
+ * (36 characters, 35 o200k tokens: the most expensive thing in it), names the next action — the
+ * heading says once how to call it — and says who paused it. The text has no clock times,
+ * so it only changes when the work does (a cached prompt prefix before it survives).
  */
 import { type ListedOperation, remainingOf } from './operation.ts';
+import { type PausedBy, parsePausedBy, pausedByWords } from './paused-by.ts';
 
-export const OPERATIONS_BUDGET_CHARS = 2000;
-const NOTES_PREVIEW_CHARS = 160;
-const HEADER = '## Bulk operations (manage_assistant_operation)';
+const NOTES_PREVIEW_CHARS = 120;
+const REASON_PREVIEW_CHARS = 100;
 
 export interface OperationSummary {
   operation_id: string;
+  /** The operation's alias in the text (`#1`), or null when it is not shown. */
+  alias: string | null;
   operation_type: string;
   status: ListedOperation['status'];
   execution: string;
@@ -22,11 +25,19 @@ export interface OperationSummary {
   remaining_count: number;
   in_flight_count: number;
   paused_reason: string | null;
+  paused_by: PausedBy | null;
+  /** Set when the operation lives in another conversation than the one asked about. */
+  conversation_id?: string;
 }
 
-export function summarizeOperation(op: ListedOperation, inFlight: number): OperationSummary {
+/** An open operation as the fragment reads it: the listed record and its leased items. */
+export type OpenOperation = ListedOperation & { in_flight_count: number };
+
+export function summarizeOperation(op: OpenOperation, alias: string | null, pausedBy?: string): OperationSummary {
+  const paused = op.status === 'paused';
   return {
     operation_id: op.id,
+    alias,
     operation_type: op.operation_type,
     status: op.status,
     execution: op.state_json.execution,
@@ -34,87 +45,68 @@ export function summarizeOperation(op: ListedOperation, inFlight: number): Opera
     completed_count: op.completed_count,
     failed_count: op.failed_count,
     remaining_count: remainingOf(op),
-    in_flight_count: inFlight,
-    paused_reason: op.status === 'paused' ? (op.state_json.paused_reason ?? null) : null,
+    in_flight_count: op.in_flight_count,
+    paused_reason: paused ? (op.state_json.paused_reason ?? null) : null,
+    paused_by: paused ? (parsePausedBy(pausedBy ?? op.state_json.paused_by) ?? null) : null,
   };
 }
 
-function oneLine(text: string, max: number): string {
+/** Tenant text on one line, cut at a word where it must be (never mid-line in the fragment). */
+export function oneLine(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+  return flat.length > max ? `${flat.slice(0, max - 1).trimEnd()}…` : flat;
 }
 
-function entryLines(op: ListedOperation, summary: OperationSummary): string[] {
-  const done = summary.completed_count + summary.failed_count;
-  const counts = [
-    `${done}/${summary.total_items} recorded`,
-    `${summary.completed_count} completed`,
-    `${summary.failed_count} failed`,
-    `${summary.remaining_count} remaining`,
-  ];
-  if (summary.in_flight_count > 0) {
-    counts.push(`${summary.in_flight_count} in flight`);
-  }
-  const lines = [`- ${op.status.toUpperCase()} ${op.operation_type} (operation_id ${op.id}): ${counts.join(', ')}.`];
+/** What to do next, as the action to call with the entry's operation_id. */
+function nextOf(op: OpenOperation, summary: OperationSummary): string {
   if (op.status === 'active') {
-    lines.push(
-      op.state_json.execution === 'background'
-        ? '  Workers are processing it; check with {"action":"get"}.'
-        : summary.remaining_count > 0
-          ? '  Next: {"action":"progress"} for the next batch, process it, then {"action":"update"}.'
-          : `  Every item is recorded: {"action":"complete","operation_id":"${op.id}"}.`,
-    );
-  } else {
-    const why = summary.paused_reason ? ` (paused: ${oneLine(summary.paused_reason, 120)})` : '';
-    lines.push(`  To continue${why}: {"action":"resume","operation_id":"${op.id}"}.`);
+    if (summary.execution === 'background') {
+      return 'workers run it; get to check on it';
+    }
+    return summary.remaining_count > 0 ? 'progress, do the batch, update' : 'every item is recorded: complete';
   }
+  const by = summary.paused_by;
+  switch (by?.kind) {
+    case 'operator':
+      return `paused by operator ${oneLine(by.name ?? '', 40)}: ask the user before resume`;
+    case 'circuit_breaker': {
+      const why = (summary.paused_reason ?? '').replace(/^circuit breaker: /, '').split(' (')[0] ?? '';
+      return `paused by the circuit breaker (${oneLine(why, REASON_PREVIEW_CHARS)}): get the failures, fix the cause, then resume`;
+    }
+    default:
+      return `paused by ${pausedByWords(by ?? undefined)}; resume to continue`;
+  }
+}
+
+/**
+ * The lines of one operation's entry: alias, status, type, counts, the id once, and the next
+ * action (called as manage_assistant_operation with that action and this operation_id).
+ */
+export function entryLines(op: OpenOperation, summary: OperationSummary): string[] {
+  const done = summary.completed_count + summary.failed_count;
+  const extra: string[] = [];
+  if (summary.failed_count > 0) {
+    extra.push(`${summary.failed_count} failed`);
+  }
+  if (summary.in_flight_count > 0) {
+    extra.push(`${summary.in_flight_count} in flight`);
+  }
+  const counts = `${done}/${summary.total_items} done${extra.length > 0 ? ` (${extra.join(', ')})` : ''}`;
+  const lines = [
+    `- ${summary.alias ?? '-'} ${op.status.toUpperCase()} ${oneLine(op.operation_type, 64)}, ${counts}, id ${op.id}: ${nextOf(op, summary)}.`,
+  ];
   if (op.state_json.notes) {
     lines.push(`  Notes: ${oneLine(op.state_json.notes, NOTES_PREVIEW_CHARS)}`);
   }
   return lines;
 }
 
-export interface RenderedOperations {
-  text: string;
-  shown: OperationSummary[];
+/** The line that counts the operations left out, with what to do about them. */
+export function overflowLine(hidden: number): string {
+  return `- …and ${hidden} more open operation${hidden === 1 ? '' : 's'} not shown: get one by id, or cancel those no longer needed.`;
 }
 
-/**
- * Renders `operations` (active first, then most recently touched) within `budget` characters.
- * `total` counts every open operation, including those the caller did not load.
- */
-export function renderOperations(
-  operations: readonly (ListedOperation & { in_flight_count: number })[],
-  total: number,
-  budget = OPERATIONS_BUDGET_CHARS,
-): RenderedOperations {
-  if (total === 0) {
-    return { text: '', shown: [] };
-  }
-  const overflowLine = (hidden: number) =>
-    `- …and ${hidden} more paused operation${hidden === 1 ? '' : 's'} not shown; resume one by id, or cancel those no longer needed.`;
-  // Room kept for the overflow line, sized for the largest count it could show.
-  const reserve = overflowLine(total).length + 1;
-  const lines = [HEADER];
-  let length = HEADER.length;
-  const shown: OperationSummary[] = [];
-  // The active operation matters most: it goes first even if the caller's order differs, so
-  // it is never the one hidden in the overflow line (which speaks of paused operations).
-  const ordered = [...operations].sort((a, b) => Number(b.status === 'active') - Number(a.status === 'active'));
-  for (const op of ordered) {
-    const summary = summarizeOperation(op, op.in_flight_count);
-    const entry = entryLines(op, summary);
-    const entryLength = entry.reduce((sum, line) => sum + line.length + 1, 0);
-    const isLast = shown.length + 1 === total;
-    if (length + entryLength + (isLast ? 0 : reserve) > budget) {
-      break;
-    }
-    lines.push(...entry);
-    length += entryLength;
-    shown.push(summary);
-  }
-  if (shown.length < total) {
-    lines.push(overflowLine(total - shown.length));
-  }
-  return { text: lines.join('\n'), shown };
+/** Active first, then most recently touched: a stable order, so the text is too. */
+export function orderOperations<T extends OpenOperation>(operations: readonly T[]): T[] {
+  return [...operations].sort((a, b) => Number(b.status === 'active') - Number(a.status === 'active'));
 }

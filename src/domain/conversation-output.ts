@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { ERROR_CODES, type ErrorCode } from './errors.ts';
-import { ExecutionMode, OperationCounts, OperationStatus } from './operation-output.ts';
+import { ExecutionMode, OperationCounts, OperationStatus, PausedByOutput } from './operation-output.ts';
 import { PadFact, PadItem, PadRef, SCRATCHPAD_SCHEMA } from './scratchpad.ts';
 
 const count = z.number().int().min(0);
@@ -133,19 +133,28 @@ export const ContextRendersPage = z.object({
 
 // ─── Context fragment ───────────────────────────────────────────────────────────────────────
 
+const ContextOperation = z.object({
+  operation_id: z.uuid(),
+  alias: z.string().nullable().describe('How the text names it (#1), also in the facts that cite it.'),
+  operation_type: z.string(),
+  status: OperationStatus,
+  execution: ExecutionMode,
+  ...OperationCounts,
+  paused_reason: z.string().nullable(),
+  paused_by: PausedByOutput,
+  conversation_id: z.uuid().optional().describe('Other conversations’ operations only.'),
+});
+
 export const ContextFragment = z.object({
   text: z.string().describe('Put it at the end of the system prompt, every turn.'),
-  operations: z.array(
-    z.object({
-      operation_id: z.uuid(),
-      operation_type: z.string(),
-      status: OperationStatus,
-      execution: ExecutionMode,
-      ...OperationCounts,
-      paused_reason: z.string().nullable(),
-    }),
-  ),
+  tokens: count.describe('The size of text in o200k tokens, at most OPSPAD_CONTEXT_MAX_TOKENS.'),
+  operations: z.array(ContextOperation),
   operations_total: count,
+  other_operations: z
+    .array(ContextOperation)
+    .optional()
+    .describe('With other_conversations=true: open operations of the organization’s other conversations.'),
+  other_operations_total: count.optional(),
   scratchpad: z.object({ version: count, chars: count, budget: count }),
 });
 
@@ -195,6 +204,15 @@ export const ToolList = z.object({
           parameters: jsonSchema,
           strict: z.boolean(),
         }),
+      }),
+    ),
+    z.array(
+      z.object({
+        type: z.literal('function'),
+        name: z.string(),
+        description: z.string(),
+        parameters: jsonSchema,
+        strict: z.boolean(),
       }),
     ),
   ]),

@@ -24,7 +24,7 @@ const returnHistory = z
     'true: answer with every note of the scratchpad after this write. false or omitted: answer with the note just written.',
   );
 
-/** What a model is told about `write_to_scratchpad` (include_history is accepted, not advertised). */
+/** `write_to_scratchpad` without its alias. */
 export const WriteToScratchpadSchema = z.strictObject({
   notes: z
     .string({ error: 'must be a string: the note to write' })
@@ -36,7 +36,9 @@ export const WriteToScratchpadSchema = z.strictObject({
 
 export const WriteToScratchpadInput = WriteToScratchpadSchema.extend({
   /** The reference implementation's name for return_history. */
-  include_history: returnHistory,
+  include_history: returnHistory.describe(
+    'Alias of return_history (the name the reference implementation uses); send one of the two.',
+  ),
 });
 export type WriteToScratchpadInput = z.output<typeof WriteToScratchpadInput>;
 

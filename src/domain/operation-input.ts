@@ -22,7 +22,35 @@ export const MAX_ITEM_ID_LENGTH = 512;
 export const MAX_BATCH_SIZE = 10_000;
 export const MAX_PARALLEL_BATCHES = 64;
 
-const operationId = z.uuid({ error: 'must be an operation id (a UUID) returned by create' });
+/** A value that is absent or null: what a missing required field looks like, strict callers included. */
+const isMissing = (input: unknown) => input === undefined || input === null;
+
+/**
+ * The operation id an action requires: missing says "missing" and names the action; anything
+ * else that is not a UUID says what an operation id is.
+ */
+function requiredOperationId(action: string) {
+  return z.uuid({
+    error: (issue) =>
+      isMissing(issue.input)
+        ? `missing: ${action} needs the operation's id (returned by create, shown in the context)`
+        : 'must be an operation id (a UUID) returned by create',
+  });
+}
+
+/** An operation id that may be omitted: then the conversation's active operation is used. */
+function optionalOperationId(action: string) {
+  return z
+    .uuid({ error: 'must be an operation id (a UUID) returned by create' })
+    .nullish()
+    .describe(`Omit to ${action} the conversation's active operation.`);
+}
+
+/** The type error of a field an action cannot do without: "missing" naming the action, or `otherwise`. */
+function missingOr(action: string, field: string, what: string, otherwise: string) {
+  return (issue: { input?: unknown }) =>
+    isMissing(issue.input) ? `missing: ${action} needs ${field} (${what})` : otherwise;
+}
 
 const itemId = z
   .string({ error: 'must be a string' })
@@ -41,17 +69,17 @@ const leaseOwner = z
 export const CreateInput = z.strictObject({
   action: z.literal('create'),
   operation_type: z
-    .string()
+    .string({ error: missingOr('create', 'operation_type', 'a short label for the work', 'must be a string') })
     .min(1, 'must not be empty')
     .max(64, 'must be at most 64 characters')
     .describe('A short label for the work, e.g. "send_sms" or "update_contacts".'),
   total_items: z
-    .number()
+    .number({ error: missingOr('create', 'total_items', 'the number of item ids', 'must be a number') })
     .int()
     .min(1)
     .describe('How many items the operation holds; must equal the length of item_ids.'),
   item_ids: z
-    .array(itemId)
+    .array(itemId, { error: missingOr('create', 'item_ids', 'every item id to process', 'must be an array of ids') })
     .min(1, 'must hold at least one id')
     .describe('Every item id to process, each unique, in processing order.'),
   batch_size: z
@@ -93,7 +121,7 @@ export const CreateInput = z.strictObject({
 
 export const ProgressInput = z.strictObject({
   action: z.literal('progress'),
-  operation_id: operationId.nullish().describe('Omit to use the conversation’s active operation.'),
+  operation_id: optionalOperationId('progress'),
   lease_owner: leaseOwner,
   lease_seconds: z
     .number()
@@ -107,7 +135,7 @@ export const ProgressInput = z.strictObject({
 
 export const UpdateInput = z.strictObject({
   action: z.literal('update'),
-  operation_id: operationId,
+  operation_id: requiredOperationId('update'),
   completed_ids: z.array(itemId).max(MAX_BATCH_SIZE).nullish().describe('Ids processed successfully.'),
   failed: z
     .array(
@@ -124,7 +152,7 @@ export const UpdateInput = z.strictObject({
 
 export const CompleteInput = z.strictObject({
   action: z.literal('complete'),
-  operation_id: operationId,
+  operation_id: requiredOperationId('complete'),
   force: z
     .boolean()
     .nullish()
@@ -134,22 +162,22 @@ export const CompleteInput = z.strictObject({
 
 export const ResumeInput = z.strictObject({
   action: z.literal('resume'),
-  operation_id: operationId,
+  operation_id: requiredOperationId('resume'),
 });
 
 export const PauseInput = z.strictObject({
   action: z.literal('pause'),
-  operation_id: operationId.nullish().describe('Omit to pause the active operation.'),
+  operation_id: optionalOperationId('pause'),
 });
 
 export const CancelInput = z.strictObject({
   action: z.literal('cancel'),
-  operation_id: operationId,
+  operation_id: requiredOperationId('cancel'),
 });
 
 export const GetInput = z.strictObject({
   action: z.literal('get'),
-  operation_id: operationId.nullish().describe('Omit to use the active operation.'),
+  operation_id: optionalOperationId('get'),
   failures_cursor: z
     .string()
     .regex(/^\d{1,10}$/, 'must be the next_failures_cursor returned by a previous get')
@@ -162,8 +190,14 @@ export const GetInput = z.strictObject({
 
 export const RetryFailedInput = z.strictObject({
   action: z.literal('retry_failed'),
-  operation_id: operationId,
-  batch_size: z.number().int().min(1).max(MAX_BATCH_SIZE).nullish(),
+  operation_id: requiredOperationId('retry_failed'),
+  batch_size: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_BATCH_SIZE)
+    .nullish()
+    .describe('Items per batch of the new operation; omitted: the original operation’s.'),
 });
 
 export const OPERATION_ACTIONS = [
@@ -192,7 +226,13 @@ export const OperationToolInput = z.discriminatedUnion(
     RetryFailedInput,
   ],
   {
-    error: (issue) => (issue.code === 'invalid_union' ? `must be one of: ${OPERATION_ACTIONS.join(', ')}` : undefined),
+    error: (issue) => {
+      if (issue.code !== 'invalid_union') {
+        return undefined;
+      }
+      const given = (issue.input as { action?: unknown } | null | undefined)?.action;
+      return `${isMissing(given) ? 'missing: say what to do, ' : ''}must be one of: ${OPERATION_ACTIONS.join(', ')}`;
+    },
   },
 );
 

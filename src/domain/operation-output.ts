@@ -11,6 +11,15 @@ import { OPERATION_STATUS } from './operation.ts';
 const count = z.number().int().min(0);
 const operationId = z.uuid().describe('The operation id.');
 
+/** Who paused an operation (null unless it is paused); see domain/paused-by.ts. */
+export const PausedByOutput = z
+  .object({
+    kind: z.enum(['assistant', 'operator', 'circuit_breaker', 'newer_operation', 'other']),
+    name: z.string().optional().describe("The operator's user name (operator), the actor (other)."),
+  })
+  .nullable()
+  .describe('Who paused it: after an operator’s pause, ask the user before resuming.');
+
 export const OperationStatus = z.enum(OPERATION_STATUS);
 export const ExecutionMode = z
   .enum(['assistant', 'background'])
@@ -56,7 +65,7 @@ export const UpdateResult = z.object({
 
 export const CompleteResult = z.object({ ...summary, ...OperationCounts, abandoned_count: count });
 
-export const PauseResult = z.object({ ...summary, ...OperationCounts });
+export const PauseResult = z.object({ ...summary, ...OperationCounts, paused_by: PausedByOutput });
 
 export const ResumeResult = z.object({
   ...summary,
@@ -83,6 +92,8 @@ export const GetResult = z.object({
   notes: z.string().nullable(),
   retry_of: z.uuid().nullable().describe('The operation this one retries the failures of.'),
   paused_reason: z.string().nullable(),
+  paused_by: PausedByOutput,
+  next: z.string().optional().describe('When paused: what to do, with the exact call.'),
   created_at: z.iso.datetime(),
   updated_at: z.iso.datetime(),
   failures: z.array(z.object({ id: z.string(), reason: z.string().nullable() })),
@@ -114,6 +125,7 @@ export const OperationProgress = z.object({
   conversation_id: z.uuid(),
   execution: ExecutionMode,
   paused_reason: z.string().nullable().describe('Why the operation is paused (null unless paused).'),
+  paused_by: PausedByOutput,
   ...OperationCounts,
 });
 

@@ -28,6 +28,8 @@ export interface OperationState {
   retry_of?: string;
   /** Why the operation was last paused, shown to the assistant. */
   paused_reason?: string;
+  /** Who paused it (see {@link PausedBy}); absent on operations paused before it was recorded. */
+  paused_by?: string;
   /** Background: how many batches may run at once. */
   max_parallel_batches?: number;
   /** Pause when more than this share of the last {@link BREAKER_WINDOW} outcomes failed. */

@@ -1,37 +1,67 @@
 /**
- * The MCP server of `opspad mcp`: opspad's tools, as the running service defines them, and the
- * conversation's context fragment as a resource. Every tool call is forwarded to opspad; an
+ * The MCP server of `opspad mcp`: opspad's tools, as the running service defines them, plus
+ * `read_working_memory`, the context fragment as a tool result. A model only reads what tools
+ * return (resources are attached by the application or the user, and MCP prompts are chosen by
+ * the user), so a model that kept nothing but the tool list finds its open work and the next call
+ * through this one tool. The fragment is also the resource `opspad://context`, for applications
+ * that attach it.
+ *
+ * Every other tool call is forwarded to opspad, into the conversation session.ts chooses; an
  * answer with an error status becomes a tool result with `isError` and opspad's error JSON, so
- * the model reads what was wrong and fixes its call.
+ * the model reads what was wrong and fixes its call. An unknown tool is a JSON-RPC error
+ * (-32602). opspad unreachable or refusing the key does not stop the server: `initialize` and
+ * `tools/list` still answer (with the definitions built in), and each call answers `isError`
+ * saying what to fix. Only the capabilities the server honours are advertised: no list-changed
+ * or resource-update notifications are ever sent.
  *
  * The tools are registered on the low-level server: their input schemas are JSON Schemas from
  * `GET /v1/tools`, passed on as they are (the high-level `registerTool` wants zod schemas).
  */
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   CallToolRequestSchema,
   type CallToolResult,
+  ErrorCode,
+  ListResourcesRequestSchema,
   ListToolsRequestSchema,
+  McpError,
+  ReadResourceRequestSchema,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
-import type { ToolDefinition } from '../tools/definitions.ts';
-import { type HttpAnswer, type OpspadHttpClient, OpspadHttpError } from './http-client.ts';
+import { type ToolDefinition, toolDefinitions } from '../tools/definitions.ts';
+import { type HttpAnswer, type OpspadHttpClient, OpspadHttpError, sessionProblem } from './http-client.ts';
+import type { ConversationRouter } from './session.ts';
 
-export const CONTEXT_RESOURCE_NAME = 'context';
+export const CONTEXT_TOOL_NAME = 'read_working_memory';
+export const CONTEXT_RESOURCE_URI = 'opspad://context';
 export const CONTEXT_MIME_TYPE = 'text/markdown';
+/** How long `tools/list` waits for opspad's definitions before serving the built-in ones. */
+const DEFINITIONS_TIMEOUT_MS = 5000;
 
-export function contextResourceUri(conversationId: string): string {
-  return `opspad://conversations/${conversationId}/context`;
-}
+const CONTEXT_TOOL_DESCRIPTION = [
+  'Read your working memory: your open bulk operations (with their ids, progress, who paused them and the next action) and your scratchpad (goals, open items, facts).',
+  'Call it first in every conversation, and whenever you are unsure what you were doing: your earlier messages may be gone, this is not.',
+].join(' ');
+
+const EMPTY_CONTEXT =
+  'Nothing open: no bulk operation in progress and an empty scratchpad. For work over more than 5 items, start with manage_assistant_operation {"action":"create", …}.';
+
+const INSTRUCTIONS = [
+  'opspad is your durable working memory for bulk work (operations over many items, done in batches) and your notes.',
+  `At the start of a conversation, and whenever you are unsure what you were doing, call ${CONTEXT_TOOL_NAME}: it lists your open operations with their ids and the next action, and your scratchpad.`,
+  'Pass operation_id on every manage_assistant_operation call but create. When an operation was paused by an operator, ask the user before resuming it.',
+].join(' ');
 
 export interface OpspadMcpServerOptions {
   client: OpspadHttpClient;
-  conversationId: string;
-  /** The definitions served by `GET /v1/tools`. */
-  tools: readonly ToolDefinition[];
+  router: ConversationRouter;
   version: string;
   /** Diagnostics (never stdout: it carries the protocol). */
   log?: (message: string) => void;
+}
+
+function textResult(text: string, isError = false): CallToolResult {
+  return { content: [{ type: 'text', text }], ...(isError ? { isError: true } : {}) };
 }
 
 function toolResult(answer: HttpAnswer): CallToolResult {
@@ -45,51 +75,114 @@ function toolResult(answer: HttpAnswer): CallToolResult {
   };
 }
 
-export function createOpspadMcpServer(options: OpspadMcpServerOptions): McpServer {
-  const { client, conversationId } = options;
-  const mcp = new McpServer(
+const CONTEXT_TOOL: Tool = {
+  name: CONTEXT_TOOL_NAME,
+  description: CONTEXT_TOOL_DESCRIPTION,
+  inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+  annotations: { readOnlyHint: true, openWorldHint: false },
+};
+
+function asTool(definition: ToolDefinition): Tool {
+  return {
+    name: definition.name,
+    description: definition.description,
+    inputSchema: definition.input_schema as Tool['inputSchema'],
+  };
+}
+
+export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
+  const { client, router, log } = options;
+  const server = new Server(
     { name: 'opspad', version: options.version },
-    {
-      instructions: `opspad is your durable working memory for conversation ${conversationId}: bulk operations (manage_assistant_operation) and scratchpads. Read the context resource (${contextResourceUri(conversationId)}) at the start of every turn: it says which operations are active and how to continue them.`,
-    },
+    { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS },
   );
 
-  const tools: Tool[] = options.tools.map((tool) => ({
-    name: tool.name,
-    description: tool.description,
-    inputSchema: tool.input_schema as Tool['inputSchema'],
-  }));
-  mcp.server.registerCapabilities({ tools: {} });
-  mcp.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
-  mcp.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    const { name, arguments: input } = request.params;
+  // opspad's own definitions once it answers; the built-in ones (same package) until then.
+  let fetched: ToolDefinition[] | undefined;
+  const definitions = async (): Promise<ToolDefinition[]> => {
+    if (fetched) {
+      return fetched;
+    }
     try {
-      const answer = await client.callTool(name, input ?? {}, extra.signal);
-      if (!answer.ok) {
-        options.log?.(`${name}: opspad answered ${answer.status}`);
+      fetched = await client.listTools(AbortSignal.timeout(DEFINITIONS_TIMEOUT_MS));
+      return fetched;
+    } catch (error) {
+      log?.(`serving the built-in tool definitions: ${error instanceof Error ? error.message : String(error)}`);
+      return toolDefinitions();
+    }
+  };
+
+  const contextText = async (signal?: AbortSignal): Promise<string> => {
+    const context = await client.context(router.home, { others: true }, signal);
+    return context.text || EMPTY_CONTEXT;
+  };
+
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({
+    tools: [...(await definitions()).map(asTool), CONTEXT_TOOL],
+  }));
+
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+    const { name, arguments: input } = request.params;
+    const names = [...(await definitions()).map((definition) => definition.name), CONTEXT_TOOL_NAME];
+    if (!names.includes(name)) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}. The tools are: ${names.join(', ')}.`);
+    }
+    try {
+      if (name === CONTEXT_TOOL_NAME) {
+        return textResult(await contextText(extra.signal));
+      }
+      const call = await router.route(name, input ?? {}, extra.signal);
+      const answer = await client.callTool(call.conversationId, name, call.input, extra.signal);
+      const problem = sessionProblem(client.baseUrl, answer, name);
+      if (problem) {
+        log?.(problem.message);
+        return textResult(problem.message, true);
+      }
+      if (answer.ok) {
+        router.answered(name, call, answer.body);
+      } else {
+        log?.(`${name}: opspad answered ${answer.status}`);
       }
       return toolResult(answer);
     } catch (error) {
       if (!(error instanceof OpspadHttpError)) {
         throw error;
       }
-      options.log?.(error.message);
-      return { content: [{ type: 'text', text: error.message }], isError: true };
+      log?.(error.message);
+      return textResult(error.message, true);
     }
   });
 
-  mcp.registerResource(
-    CONTEXT_RESOURCE_NAME,
-    contextResourceUri(conversationId),
-    {
-      title: 'opspad context',
-      description:
-        'The working-memory fragment for the tail of the system prompt: active and paused operations with the exact call to continue each, and the recited scratchpad. It changes only when the work does.',
-      mimeType: CONTEXT_MIME_TYPE,
-    },
-    async (uri, extra) => ({
-      contents: [{ uri: uri.href, mimeType: CONTEXT_MIME_TYPE, text: await client.contextText(extra.signal) }],
-    }),
-  );
-  return mcp;
+  server.setRequestHandler(ListResourcesRequestSchema, () => ({
+    resources: [
+      {
+        uri: CONTEXT_RESOURCE_URI,
+        name: 'context',
+        title: 'opspad working memory',
+        description:
+          'What read_working_memory returns: open operations with the next action for each, and the recited scratchpad. It changes only when the work does.',
+        mimeType: CONTEXT_MIME_TYPE,
+      },
+    ],
+  }));
+
+  server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) => {
+    if (request.params.uri !== CONTEXT_RESOURCE_URI) {
+      throw new McpError(
+        ErrorCode.InvalidParams,
+        `Unknown resource: ${request.params.uri}. The resource is ${CONTEXT_RESOURCE_URI}.`,
+      );
+    }
+    try {
+      return {
+        contents: [{ uri: CONTEXT_RESOURCE_URI, mimeType: CONTEXT_MIME_TYPE, text: await contextText(extra.signal) }],
+      };
+    } catch (error) {
+      if (error instanceof OpspadHttpError) {
+        throw new McpError(ErrorCode.InternalError, error.message);
+      }
+      throw error;
+    }
+  });
+  return server;
 }

@@ -8,11 +8,13 @@ import { createRequire } from 'node:module';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { createOpspadHttpClient } from './http-client.ts';
 import { createOpspadMcpServer } from './server.ts';
+import { createConversationRouter } from './session.ts';
 
 export interface McpCommandOptions {
   baseUrl: string;
   apiKey: string;
-  conversationId: string;
+  /** Unset: a conversation of this session's own (see session.ts). */
+  conversationId?: string;
 }
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
@@ -21,14 +23,17 @@ function log(message: string): void {
   process.stderr.write(`opspad mcp: ${message}\n`);
 }
 
-/** Resolves when the session ends; rejects when opspad cannot be reached or refuses the key. */
+/**
+ * Resolves when the session ends. opspad is not asked anything before the client speaks: a wrong
+ * URL or key is reported in the answer to each call (the client would only show "server
+ * disconnected" if the process exited before `initialize`).
+ */
 export async function serveMcpOverStdio(options: McpCommandOptions): Promise<void> {
   const client = createOpspadHttpClient(options);
-  // Before speaking MCP: a wrong URL or key is reported now, not as a failure of every call.
-  const tools = await client.listTools(AbortSignal.timeout(10_000));
-  const mcp = createOpspadMcpServer({ client, conversationId: options.conversationId, tools, version, log });
+  const router = createConversationRouter(client, { conversationId: options.conversationId });
+  const mcp = createOpspadMcpServer({ client, router, version, log });
   const closed = new Promise<void>((resolve) => {
-    mcp.server.onclose = resolve;
+    mcp.onclose = resolve;
   });
   const close = () => void mcp.close();
   // 'end' is EOF; 'close' also covers a stdin destroyed by an error.
@@ -43,7 +48,9 @@ export async function serveMcpOverStdio(options: McpCommandOptions): Promise<voi
     emitter.once(event, close);
   }
   await mcp.connect(new StdioServerTransport());
-  log(`serving conversation ${options.conversationId} from ${client.baseUrl} (${tools.length} tools)`);
+  log(
+    `serving ${router.mode === 'fixed' ? `conversation ${router.home}` : `a session of its own (conversation ${router.home})`} from ${client.baseUrl}`,
+  );
   await closed;
   for (const [emitter, event] of ends) {
     emitter.off(event, close);

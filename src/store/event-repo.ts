@@ -45,3 +45,24 @@ export async function listEvents(
     [organizationId, operationId, afterId, limit],
   );
 }
+
+/**
+ * The actor of each operation's last `paused` event, for operations paused before `paused_by`
+ * was kept in their state (one query, by the (operation_id, id) index).
+ */
+export async function lastPauseActors(
+  db: Queryable,
+  organizationId: string,
+  operationIds: readonly string[],
+): Promise<Map<string, string>> {
+  if (operationIds.length === 0) {
+    return new Map();
+  }
+  const rows = await db.query<{ operation_id: string; actor: string }>(
+    `SELECT DISTINCT ON (operation_id) operation_id, actor FROM operation_event
+     WHERE organization_id = $1 AND operation_id = ANY($2::uuid[]) AND kind = 'paused'
+     ORDER BY operation_id, id DESC`,
+    [organizationId, operationIds],
+  );
+  return new Map(rows.map((row) => [row.operation_id, row.actor]));
+}

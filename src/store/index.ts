@@ -5,6 +5,7 @@ export { type FailureRow, failuresPage } from './item-sql.ts';
 export * from './migrate.ts';
 export * from './notes-repo.ts';
 export * from './operation-repo.ts';
+export * from './organization-operations-repo.ts';
 export * from './organization-repo.ts';
 export * from './scratchpad-repo.ts';
 export * from './webhook-secret-repo.ts';

@@ -20,6 +20,7 @@ import {
   remainingOf,
 } from '../domain/operation.ts';
 import { OPERATION_DEFAULTS } from '../domain/operation-input.ts';
+import { CIRCUIT_BREAKER, NEWER_OPERATION } from '../domain/paused-by.ts';
 import { type ConversationScope, ensureConversation } from './conversation-repo.ts';
 import type { Database, Queryable } from './db.ts';
 import { appendEvent } from './event-repo.ts';
@@ -179,7 +180,7 @@ async function pauseActive(
   const rows = await tx.query<{ id: string }>(
     `UPDATE assistant_operation
      SET status = 'paused', updated_at = now(),
-         state_json = state_json || jsonb_build_object('paused_reason', $4::text)
+         state_json = state_json || jsonb_build_object('paused_reason', $4::text, 'paused_by', '${NEWER_OPERATION}')
      WHERE organization_id = $1 AND conversation_id = $2 AND status = 'active'
        AND id IS DISTINCT FROM $3::uuid
      RETURNING id`,
@@ -209,7 +210,7 @@ async function setStatus(
      SET status = $2, updated_at = now(), state_json = (state_json || $3::jsonb) - $4::text[]
      WHERE id = $1
      RETURNING ${OPERATION_COLUMNS}`,
-    [operationId, status, JSON.stringify(statePatch), status === 'paused' ? [] : ['paused_reason']],
+    [operationId, status, JSON.stringify(statePatch), status === 'paused' ? [] : ['paused_reason', 'paused_by']],
   );
   return rows[0] as OperationRecord;
 }
@@ -596,6 +597,7 @@ export async function recordResults(
       const statePatch: Partial<OperationState> = maxRate ? { recent_outcomes: window } : {};
       if (trips && maxRate) {
         statePatch.paused_reason = breakerReason(window, maxRate);
+        statePatch.paused_by = CIRCUIT_BREAKER;
       }
       // The operation row's update comes last, just before commit: concurrent records of the
       // operation's lanes wait for each other only there (the audit trail and the in-flight
@@ -749,7 +751,7 @@ export async function pauseOperation(
   db: Database,
   scope: ConversationScope,
   operationId: string | null | undefined,
-  { actor, reason }: { actor: string; reason: string },
+  { actor, reason, pausedBy }: { actor: string; reason: string; pausedBy: string },
 ): Promise<StatusChange> {
   return db.transaction(async (tx) => {
     const id = await resolveOperationId(tx, scope, operationId);
@@ -758,7 +760,7 @@ export async function pauseOperation(
       throw operationFinished(op, 'paused');
     }
     if (op.status === 'active') {
-      op = await setStatus(tx, op.id, 'paused', { paused_reason: reason });
+      op = await setStatus(tx, op.id, 'paused', { paused_reason: reason, paused_by: pausedBy });
       await appendEvent(tx, {
         operationId: op.id,
         organizationId: scope.organizationId,

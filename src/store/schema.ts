@@ -277,8 +277,9 @@ export const scratchpad = pgTable(
     /** The version the last reorganization produced or examined; the sweep skips unchanged pads. */
     reorganizedVersion: integer('reorganized_version').notNull().default(0),
     /**
-     * The recitation rendered when the version was written ({budget, text}): the context fragment
-     * reads this short text instead of parsing a pad of thousands of facts on every turn.
+     * The recitation selected when the version was written ({budget, text, format, selection}):
+     * the context fragment renders this short selection instead of parsing a pad of thousands
+     * of facts on every turn.
      */
     recitation: jsonb('recitation'),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),

@@ -8,7 +8,12 @@
  */
 import { SCRATCHPAD_EVENT_STATUSES } from '../domain/conversation-output.ts';
 import { AppError } from '../domain/errors.ts';
-import { RECITE_MAX_CHARS_DEFAULT, recitePad } from '../domain/recitation.ts';
+import {
+  RECITATION_FORMAT,
+  RECITE_MAX_CHARS_DEFAULT,
+  type RecitationSelection,
+  recitePad,
+} from '../domain/recitation.ts';
 import {
   citationIssues,
   countsOfPad,
@@ -42,7 +47,18 @@ export interface StoredPad {
   settings: PadSettings;
   writesSinceReorganize: number;
   reorganizedVersion: number;
-  recitation: { budget: number; text: string } | null;
+  recitation: StoredRecitation | null;
+}
+
+/**
+ * The recitation stored with a pad version: its standalone text and, since format 2, the
+ * selection the context fragment renders on each turn with the aliases of its operations.
+ */
+export interface StoredRecitation {
+  budget: number;
+  text: string;
+  format?: number;
+  selection?: RecitationSelection;
 }
 
 interface PadRow {
@@ -51,7 +67,7 @@ interface PadRow {
   settings: Partial<PadSettings>;
   writes_since_reorganize: number;
   reorganized_version: number;
-  recitation: { budget: number; text: string } | null;
+  recitation: StoredRecitation | null;
 }
 
 const PAD_COLUMNS = 'version, pad, settings, writes_since_reorganize, reorganized_version, recitation';
@@ -203,7 +219,13 @@ export async function writePad(db: Database, scope: ConversationScope, write: Pa
     }
     const version = currentVersion + 1;
     const budget = write.reciteBudget ?? RECITE_MAX_CHARS_DEFAULT;
-    const recitation = { budget, text: recitePad(pad, version, budget).text };
+    const recited = recitePad(pad, version, budget);
+    const recitation: StoredRecitation = {
+      budget,
+      text: recited.text,
+      format: RECITATION_FORMAT,
+      selection: recited.selection,
+    };
     const settings = current?.settings ?? PAD_SETTINGS_DEFAULTS;
     const writes = write.isReorganization ? 0 : (current?.writesSinceReorganize ?? 0) + 1;
     const reorganizeDue =
@@ -391,8 +413,8 @@ export async function listPadsToReorganizeAllOrganizations(
 export async function getRecitation(
   db: Queryable,
   scope: ConversationScope,
-): Promise<{ version: number; recitation: { budget: number; text: string } | null }> {
-  const rows = await db.query<{ version: number; recitation: { budget: number; text: string } | null }>(
+): Promise<{ version: number; recitation: StoredRecitation | null }> {
+  const rows = await db.query<{ version: number; recitation: StoredRecitation | null }>(
     'SELECT version, recitation FROM scratchpad WHERE conversation_id = $1 AND organization_id = $2',
     [scope.conversationId, scope.organizationId],
   );

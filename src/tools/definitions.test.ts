@@ -59,7 +59,7 @@ describe('toolDefinitions', () => {
     );
   });
 
-  it('has every field of every action, each saying which actions use it', () => {
+  it('has every field of every action, each saying which actions use it and which require it', () => {
     const properties = operationTool().input_schema.properties as Record<string, PropertySchema>;
     const fieldsByAction = new Map(
       OperationToolInput.options.map((variant) => [variant.shape.action.value, Object.keys(variant.shape)]),
@@ -69,10 +69,39 @@ describe('toolDefinitions', () => {
     for (const [action, fields] of fieldsByAction) {
       for (const field of fields.filter((f) => f !== 'action')) {
         expect(properties[field]?.description, `${field} used by ${action}`).toMatch(
-          new RegExp(`\\((?:[a-z_]+, )*${action}(?:, [a-z_]+)*\\)$`),
+          new RegExp(`(Required for|optional for|For) (?:[a-z_]+, )*${action}(?:, [a-z_]+)*[.;]`),
         );
       }
     }
+    expect(properties.operation_id?.description).toMatch(
+      /Required for update, complete, resume, cancel, retry_failed; optional for progress, pause, get\.$/,
+    );
+    expect(properties.item_ids?.description).toMatch(/Required for create\.$/);
+    expect(properties.batch_size?.description).toMatch(/For create, retry_failed\.$/);
+  });
+
+  it('enforces each action’s required and allowed fields with an if/then/else chain at the root', () => {
+    const schema = operationTool().input_schema as Record<string, unknown>;
+    const rules: [string, unknown][] = [];
+    let node: Record<string, unknown> | undefined = schema;
+    while (node?.if) {
+      const action = (node.if as { properties: { action: { const: string } } }).properties.action.const;
+      rules.push([action, node.then]);
+      node = node.else as Record<string, unknown> | undefined;
+    }
+    rules.push(['retry_failed', node]);
+    expect(rules.map(([action]) => action)).toEqual([...OPERATION_ACTIONS]);
+    expect(Object.fromEntries(rules)).toMatchObject({
+      create: {
+        required: ['operation_type', 'total_items', 'item_ids'],
+        propertyNames: { enum: expect.arrayContaining(['action', 'query_params', 'max_failure_rate']) },
+      },
+      progress: { propertyNames: { enum: ['action', 'operation_id', 'lease_owner', 'lease_seconds'] } },
+      update: { required: ['operation_id'] },
+      resume: { required: ['operation_id'], propertyNames: { enum: ['action', 'operation_id'] } },
+      retry_failed: { required: ['operation_id'], propertyNames: { enum: ['action', 'operation_id', 'batch_size'] } },
+    });
+    expect(rules[1]?.[1]).not.toHaveProperty('required'); // progress needs no id
   });
 
   it('publishes defaults and item id limits from the zod schemas', () => {
@@ -88,17 +117,19 @@ describe('toolDefinitions', () => {
 });
 
 describe('notes scratchpad tool definitions', () => {
-  it('offers write_to_scratchpad: notes required (1..20000 chars), return_history optional, nothing else', () => {
+  it('offers write_to_scratchpad: notes required (1..20000 chars), return_history and its alias optional', () => {
     const tool = definitionOf(WRITE_TOOL_NAME);
     expect(tool.name).toBe('write_to_scratchpad');
     expect(tool.description).toMatch(/scratchpad/);
     expect(tool.input_schema).not.toHaveProperty('$schema');
     expect(tool.input_schema).toMatchObject({ type: 'object', required: ['notes'], additionalProperties: false });
     const properties = tool.input_schema.properties as Record<string, Record<string, unknown>>;
-    // include_history is accepted as an alias but not advertised: one name for models.
-    expect(Object.keys(properties).sort()).toEqual(['notes', 'return_history']);
+    // Every name the tool accepts is in its schema: include_history is the reference's alias.
+    expect(Object.keys(properties).sort()).toEqual(['include_history', 'notes', 'return_history']);
     expect(properties.notes).toMatchObject({ type: 'string', minLength: 1, maxLength: MAX_NOTE_LENGTH });
-    expect(properties.return_history).toMatchObject({ type: ['boolean', 'null'], default: false });
+    expect(properties.return_history).toMatchObject({ type: 'boolean', default: false });
+    expect(properties.include_history).toMatchObject({ type: 'boolean', default: false });
+    expect(properties.include_history?.description).toContain('Alias of return_history');
     for (const property of Object.values(properties)) {
       expect(typeof property.description).toBe('string');
     }

@@ -7,21 +7,19 @@
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { AppError } from '../domain/errors.ts';
 import { ReadFromScratchpadInput, WriteToScratchpadInput } from '../domain/notes-input.ts';
 import { OPERATION_ACTIONS, OperationToolInput } from '../domain/operation-input.ts';
 import { UpdateScratchpadInput } from '../domain/scratchpad-input.ts';
 import { type JsonSchema, toolDefinitions } from './definitions.ts';
-import { dropForeignNulls } from './flat-input.ts';
+import { normalizeFlatInput } from './flat-input.ts';
 import {
   acceptsNull,
+  JSON_STRING_HINT,
   OPENAI_NULL_HINT,
   OPENAI_STRICT_FORMATS,
   OPENAI_STRICT_KEYWORDS,
   type OpenAiTool,
-  toAnthropicTool,
   toOpenAiStrictSchema,
-  toolFormatOf,
   toolsInFormat,
 } from './formats.ts';
 
@@ -210,14 +208,27 @@ describe('the OpenAI format', () => {
     expect(notes.return_history).toMatchObject({ type: ['boolean', 'null'] });
   });
 
-  it('leaves out a free-form object (query_params), which strict mode cannot express, and nothing else', () => {
+  it('carries a free-form object (query_params) as a string of JSON, and leaves out no field', () => {
     const original = definitions[0]?.input_schema.properties as JsonSchema;
-    const strict = strictParameters('manage_assistant_operation').properties as JsonSchema;
-    expect(Object.keys(original)).toContain('query_params');
-    expect(Object.keys(strict)).toEqual(Object.keys(original).filter((key) => key !== 'query_params'));
+    const strict = strictParameters('manage_assistant_operation').properties as Record<string, JsonSchema>;
+    expect(Object.keys(strict)).toEqual(Object.keys(original));
+    expect(strict.query_params).toMatchObject({ type: ['string', 'null'] });
+    expect(strict.query_params?.description).toContain(JSON_STRING_HINT);
   });
 
-  it('converts any schema: nullable by type or anyOf, $defs and anyOf branches, refusing a required free-form object', () => {
+  it('drops the root if/then/else (strict mode has no conditionals); the per-action rules stay in the descriptions', () => {
+    const strict = strictParameters('manage_assistant_operation');
+    expect(definitions[0]?.input_schema).toHaveProperty('if');
+    expect(strict).not.toHaveProperty('if');
+    expect(strict).not.toHaveProperty('else');
+    const properties = strict.properties as Record<string, JsonSchema>;
+    expect(properties.action?.description).toContain('update (needs operation_id)');
+    expect(properties.operation_id?.description).toContain(
+      'Required for update, complete, resume, cancel, retry_failed; optional for progress, pause, get.',
+    );
+  });
+
+  it('converts any schema: nullable by type or anyOf, $defs and anyOf branches, free-form objects as JSON strings', () => {
     const strict = toOpenAiStrictSchema({
       type: 'object',
       properties: {
@@ -230,7 +241,7 @@ describe('the OpenAI format', () => {
             { type: 'string', format: 'ulid' },
           ],
         },
-        f: { type: 'object', additionalProperties: { type: 'string' } },
+        f: { type: 'object', additionalProperties: { type: 'string' }, description: 'F.' },
       },
       required: ['c'],
       $defs: { thing: { type: 'object', properties: { g: { type: 'number' } }, propertyNames: { type: 'string' } } },
@@ -253,8 +264,9 @@ describe('the OpenAI format', () => {
             { type: 'null' },
           ],
         },
+        f: { type: ['string', 'null'], description: `F. ${JSON_STRING_HINT}` },
       },
-      required: ['a', 'b', 'c', 'd'],
+      required: ['a', 'b', 'c', 'd', 'f'],
       additionalProperties: false,
       $defs: {
         thing: {
@@ -265,9 +277,12 @@ describe('the OpenAI format', () => {
         },
       },
     });
-    expect(() =>
-      toOpenAiStrictSchema({ type: 'object', properties: { m: { type: 'object' } }, required: ['m'] }),
-    ).toThrow(/m is required/);
+    expect(toOpenAiStrictSchema({ type: 'object', properties: { m: { type: 'object' } }, required: ['m'] })).toEqual({
+      type: 'object',
+      properties: { m: { type: 'string', description: JSON_STRING_HINT } },
+      required: ['m'],
+      additionalProperties: false,
+    });
   });
 });
 
@@ -292,7 +307,7 @@ describe('calls a strict model makes with the OpenAI schemas', () => {
     (action) => {
       const call = { ...allNull, action, ...byAction[action] };
       expect(Object.keys(call).sort()).toEqual([...operationKeys].sort());
-      const parsed = OperationToolInput.safeParse(dropForeignNulls(call));
+      const parsed = OperationToolInput.safeParse(normalizeFlatInput(call));
       expect(parsed.success, JSON.stringify(parsed.error?.issues)).toBe(true);
       expect(parsed.data).toMatchObject({ action, ...byAction[action] });
       // Without dropping them, the nulls of other actions' fields fail as unknown fields.
@@ -302,15 +317,16 @@ describe('calls a strict model makes with the OpenAI schemas', () => {
     },
   );
 
-  it('still refuses a field of another action that has a value, and leaves the action’s own nulls alone', () => {
-    const foreign = OperationToolInput.safeParse(dropForeignNulls({ action: 'progress', force: true }));
-    expect(foreign.error?.issues[0]).toMatchObject({ code: 'unrecognized_keys', keys: ['force'] });
-    const ownNull = OperationToolInput.safeParse(dropForeignNulls({ action: 'update', operation_id: null }));
-    expect(ownNull.error?.issues[0]?.path).toEqual(['operation_id']);
-    const input = { action: 'pause', operation_id: null };
-    expect(dropForeignNulls(input)).toBe(input);
-    expect(dropForeignNulls(['not', 'an', 'object'])).toEqual(['not', 'an', 'object']);
-  });
+  it.each(OPERATION_ACTIONS)(
+    'manage_assistant_operation %s: other actions’ fields holding their published defaults pass too',
+    (action) => {
+      const defaults = { batch_size: 5, max_parallel_batches: 4, lease_seconds: 300, force: false, failures_limit: 50 };
+      const call = { ...allNull, ...defaults, action, ...byAction[action] };
+      const parsed = OperationToolInput.safeParse(normalizeFlatInput(call));
+      expect(parsed.success, JSON.stringify(parsed.error?.issues)).toBe(true);
+      expect(parsed.data).toMatchObject({ action, ...byAction[action] });
+    },
+  );
 
   it.each([
     ['write_to_scratchpad', WriteToScratchpadInput],
@@ -332,44 +348,5 @@ describe('calls a strict model makes with the OpenAI schemas', () => {
     };
     expect(call.add.refs[0]).toEqual({ id: 'x', kind: 'x', label: null, excerpt: null });
     expect(call.add.goals[0]).toEqual({ text: 'x', source_ref: null });
-  });
-});
-
-describe('the Anthropic and opspad formats', () => {
-  it('anthropic: {name, description, input_schema} with the schema as generated', () => {
-    const tools = toolsInFormat('anthropic');
-    expect(tools).toEqual(definitions.map(toAnthropicTool));
-    for (const [i, tool] of tools.entries()) {
-      expect(tool).toEqual({
-        name: definitions[i]?.name,
-        description: definitions[i]?.description,
-        input_schema: definitions[i]?.input_schema,
-      });
-    }
-  });
-
-  it('opspad is the definitions themselves', () => {
-    expect(toolsInFormat('opspad')).toEqual(definitions);
-  });
-});
-
-describe('toolFormatOf', () => {
-  it('defaults to opspad and accepts each format', () => {
-    expect(toolFormatOf({})).toBe('opspad');
-    expect(toolFormatOf(undefined)).toBe('opspad');
-    expect(toolFormatOf({ format: 'openai' })).toBe('openai');
-    expect(toolFormatOf({ format: 'anthropic', other: 'ignored' })).toBe('anthropic');
-  });
-
-  it('refuses an unknown format with a validation error naming format', () => {
-    let error: unknown;
-    try {
-      toolFormatOf({ format: 'gemini' });
-    } catch (caught) {
-      error = caught;
-    }
-    expect(error).toBeInstanceOf(AppError);
-    expect(error).toMatchObject({ code: 'validation_failed', details: { issues: [{ field: 'format' }] } });
-    expect((error as Error).message).toContain('format: must be one of: opspad, openai, anthropic');
   });
 });

@@ -2,23 +2,30 @@
  * The tool definitions in each vendor's function-calling format, for `GET /v1/tools?format=…`
  * and `opspad tools print`:
  *
- * - `opspad` (the default): `{name, description, input_schema}` exactly as generated from zod.
+ * - `opspad` (the default, and what `opspad mcp` serves): `{name, description, input_schema}` as
+ *   generated from zod: optional fields carry no null branch, and the operation tool's per-action
+ *   rules are an if/then/else chain at the root (no top-level anyOf/oneOf/allOf).
  * - `anthropic`: `{name, description, input_schema}` — the Messages API's tool shape, which takes
  *   our JSON Schema as it is.
- * - `openai`: `{type: "function", function: {name, description, parameters, strict: true}}`, the
- *   schema rewritten into the subset Structured Outputs accepts in strict mode:
+ * - `openai` (Chat Completions): `{type: "function", function: {name, description, parameters,
+ *   strict: true}}`; `openai-responses` (Responses API): `{type: "function", name, description,
+ *   parameters, strict: true}`. The schema is rewritten into the subset Structured Outputs
+ *   accepts in strict mode:
  *   every object lists every property in `required` and has `additionalProperties: false`; a
  *   property that was optional accepts `null` instead (our zod schemas read null as "not given");
  *   only supported keywords stay (`pattern`, the supported `format`s, `minimum`/`maximum`/
  *   `exclusive*`/`multipleOf`, `minItems`/`maxItems`); `default` (refused: "'default' is not
- *   permitted") and `minLength`/`maxLength` move into the description; a free-form object (a map
- *   with no declared properties, such as `query_params`) cannot be expressed and is left out.
+ *   permitted") and `minLength`/`maxLength` move into the description; the root's if/then/else
+ *   goes (the per-action rules stay in the descriptions); a free-form object (a map with no
+ *   declared properties, such as `query_params`) becomes a string of JSON, which opspad decodes.
+ *   A strict model fills every field, so opspad ignores a field of another action that is null
+ *   or holds its published default (tools/flat-input.ts).
  */
 import { z } from 'zod';
 import { parseOrThrow } from '../domain/validation.ts';
 import { type JsonSchema, type ToolDefinition, toolDefinitions } from './definitions.ts';
 
-export const TOOL_FORMATS = ['opspad', 'openai', 'anthropic'] as const;
+export const TOOL_FORMATS = ['opspad', 'openai', 'openai-responses', 'anthropic'] as const;
 export type ToolFormat = (typeof TOOL_FORMATS)[number];
 
 export function isToolFormat(value: unknown): value is ToolFormat {
@@ -28,6 +35,15 @@ export function isToolFormat(value: unknown): value is ToolFormat {
 export interface OpenAiTool {
   type: 'function';
   function: { name: string; description: string; parameters: JsonSchema; strict: true };
+}
+
+/** The Responses API's function tool: the Chat Completions one without the `function` wrapper. */
+export interface OpenAiResponsesTool {
+  type: 'function';
+  name: string;
+  description: string;
+  parameters: JsonSchema;
+  strict: true;
 }
 
 export interface AnthropicTool {
@@ -118,18 +134,28 @@ function lengthNote(min: unknown, max: unknown): string | undefined {
 }
 
 /** A free-form object: a map of anything, which strict mode cannot express. */
-function isFreeFormObject(schema: JsonSchema): boolean {
+export function isFreeFormObject(schema: JsonSchema): boolean {
   const isObject = schema.type === 'object' || (Array.isArray(schema.type) && schema.type.includes('object'));
   return isObject && !isRecord(schema.properties) && schema.$ref === undefined;
 }
 
+/** How a free-form object travels in strict mode: a string holding its JSON. */
+export const JSON_STRING_HINT =
+  'A JSON object, sent as a string of JSON (strict mode cannot describe the object), e.g. \'{"url":"https://example.com/hook"}\'.';
+
+/** A free-form object as strict mode can carry it: a string of JSON, which opspad decodes. */
+function jsonStringNode(schema: JsonSchema): JsonSchema {
+  const described = typeof schema.description === 'string' ? `${schema.description} ` : '';
+  return { type: 'string', description: `${described}${JSON_STRING_HINT}` };
+}
+
 /**
- * One schema node in strict form, or `undefined` when it cannot be expressed (a free-form
- * object, or an anyOf left with nothing but null).
+ * One schema node in strict form, or `undefined` when it cannot be expressed (an anyOf left
+ * with nothing but null). A free-form object becomes a string of JSON.
  */
 function strictNode(schema: JsonSchema, path: string): JsonSchema | undefined {
   if (isFreeFormObject(schema)) {
-    return undefined;
+    return jsonStringNode(schema);
   }
   const notes: string[] = [];
   const out: JsonSchema = {};
@@ -241,6 +267,11 @@ export function toOpenAiTool(definition: ToolDefinition): OpenAiTool {
   };
 }
 
+export function toOpenAiResponsesTool(definition: ToolDefinition): OpenAiResponsesTool {
+  const { function: fn } = toOpenAiTool(definition);
+  return { type: 'function', name: fn.name, description: fn.description, parameters: fn.parameters, strict: true };
+}
+
 export function toAnthropicTool(definition: ToolDefinition): AnthropicTool {
   return { name: definition.name, description: definition.description, input_schema: definition.input_schema };
 }
@@ -249,10 +280,12 @@ export function toAnthropicTool(definition: ToolDefinition): AnthropicTool {
 export function toolsInFormat(
   format: ToolFormat,
   definitions: readonly ToolDefinition[] = toolDefinitions(),
-): ToolDefinition[] | OpenAiTool[] | AnthropicTool[] {
+): ToolDefinition[] | OpenAiTool[] | OpenAiResponsesTool[] | AnthropicTool[] {
   switch (format) {
     case 'openai':
       return definitions.map(toOpenAiTool);
+    case 'openai-responses':
+      return definitions.map(toOpenAiResponsesTool);
     case 'anthropic':
       return definitions.map(toAnthropicTool);
     default:

@@ -18,6 +18,14 @@ import {
   OperationToolInput,
   type RetryFailedInput,
 } from '../domain/operation-input.ts';
+import {
+  legacyPausedBy,
+  type PausedBy,
+  parsePausedBy,
+  pausedAdvice,
+  pauseReasonOf,
+  pauserOfActor,
+} from '../domain/paused-by.ts';
 import { DEFAULT_SIZE_LIMITS, type SizeLimits } from '../domain/size-limits.ts';
 import { type FieldIssue, findDuplicates, parseOrThrow } from '../domain/validation.ts';
 import {
@@ -27,6 +35,7 @@ import {
   createOperation,
   type Database,
   getOperation,
+  lastPauseActors,
   leaseBatch,
   pauseOperation,
   recordResults,
@@ -119,15 +128,37 @@ function operationSummary(op: OperationRecord) {
   };
 }
 
-function nextStep(op: OperationRecord, counts: OperationCounts, batch: readonly string[]): string {
+/** Who paused `op` (null while it is not paused), reading the audit trail for older pauses. */
+async function pausedByOf(
+  deps: OperationToolDeps,
+  ctx: ToolCallContext,
+  op: OperationRecord,
+): Promise<PausedBy | null> {
+  if (op.status !== 'paused') {
+    return null;
+  }
+  let stored = op.state_json.paused_by;
+  if (stored === undefined) {
+    const actors = await lastPauseActors(deps.db, ctx.scope.organizationId, [op.id]);
+    stored = legacyPausedBy(op.state_json.paused_reason, actors.get(op.id));
+  }
+  return parsePausedBy(stored) ?? null;
+}
+
+function nextStep(
+  op: OperationRecord,
+  counts: OperationCounts,
+  batch: readonly string[],
+  pausedBy: PausedBy | null,
+): string {
   if (op.status === 'paused') {
-    return `The operation is paused. Call {"action":"resume","operation_id":"${op.id}"} to continue it.`;
+    return `The operation is paused. ${pausedAdvice(pausedBy ?? undefined, op.id, op.state_json.paused_reason)}`;
   }
   if (op.status !== 'active') {
     return `The operation is ${op.status}.`;
   }
   if (batch.length > 0) {
-    return 'Process these items, then report them with {"action":"update", completed_ids, failed}.';
+    return `Process these items, then report them with {"action":"update","operation_id":"${op.id}", completed_ids, failed}.`;
   }
   if (counts.remaining_count === 0) {
     return `Every item is recorded. Call {"action":"complete","operation_id":"${op.id}"}.`;
@@ -201,6 +232,7 @@ async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInpu
     limit: input.failures_limit ?? OPERATION_DEFAULTS.failuresPageSize,
   });
   const op = details.operation;
+  const pausedBy = await pausedByOf(deps, ctx, op);
   return {
     ...operationSummary(op),
     batch_size: op.state_json.batch_size,
@@ -212,6 +244,8 @@ async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInpu
     notes: op.state_json.notes,
     retry_of: op.state_json.retry_of ?? null,
     paused_reason: op.status === 'paused' ? (op.state_json.paused_reason ?? null) : null,
+    paused_by: pausedBy,
+    ...(pausedBy ? { next: pausedAdvice(pausedBy, op.id, op.state_json.paused_reason) } : {}),
     created_at: op.created_at.toISOString(),
     updated_at: op.updated_at.toISOString(),
     failures: details.failures.map((f) => ({ id: f.item_id, reason: f.reason })),
@@ -250,7 +284,7 @@ export async function executeOperationTool(
         batch,
         cursor: operation.state_json.cursor,
         ...counts,
-        next: nextStep(operation, counts, batch),
+        next: nextStep(operation, counts, batch, await pausedByOf(deps, ctx, operation)),
       };
     }
     case 'update': {
@@ -288,12 +322,18 @@ export async function executeOperationTool(
       };
     }
     case 'pause': {
+      const pausedBy = pauserOfActor(ctx.actor);
       const { operation, counts } = await pauseOperation(deps.db, ctx.scope, input.operation_id, {
         actor: ctx.actor,
-        reason: 'paused by the assistant',
+        reason: pauseReasonOf(pausedBy),
+        pausedBy,
       });
       await deps.onStopped?.(operation, 'paused');
-      return { ...operationSummary(operation), ...counts };
+      return {
+        ...operationSummary(operation),
+        ...counts,
+        paused_by: parsePausedBy(operation.state_json.paused_by) ?? null,
+      };
     }
     case 'resume': {
       const { operation, counts, pausedOperationId } = await resumeOperation(deps.db, ctx.scope, input.operation_id, {

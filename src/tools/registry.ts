@@ -2,7 +2,7 @@
  * The tools opspad offers a model, by name, with one `execute` entry point.
  */
 import { AppError } from '../domain/errors.ts';
-import { dropForeignNulls } from './flat-input.ts';
+import { normalizeFlatInput } from './flat-input.ts';
 import { executeReadFromScratchpad, executeWriteToScratchpad, READ_TOOL_NAME, WRITE_TOOL_NAME } from './notes-tools.ts';
 import {
   executeOperationTool,
@@ -20,7 +20,7 @@ export interface ToolRegistry {
 
 export function createToolRegistry(deps: OperationToolDeps & ScratchpadToolDeps): ToolRegistry {
   const tools: Record<string, (input: unknown, ctx: ToolCallContext) => Promise<ToolResult>> = {
-    [OPERATION_TOOL_NAME]: (input, ctx) => executeOperationTool(deps, ctx, dropForeignNulls(input)),
+    [OPERATION_TOOL_NAME]: (input, ctx) => executeOperationTool(deps, ctx, normalizeFlatInput(input)),
     [WRITE_TOOL_NAME]: (input, ctx) => executeWriteToScratchpad(deps.db, ctx, input, deps.sizeLimits?.noteBytes),
     [READ_TOOL_NAME]: (input, ctx) => executeReadFromScratchpad(deps.db, ctx, input, deps.sizeLimits?.noteBytes),
     [UPDATE_SCRATCHPAD_TOOL]: (input, ctx) => executeUpdateScratchpad(deps, ctx, input),

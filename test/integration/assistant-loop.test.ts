@@ -43,15 +43,13 @@ describe('an assistant with a 4-message memory (postgres)', () => {
     /** One turn of the stand-in model: reads the fragment, acts, says what it did. */
     async function turn(system: string, recent: readonly Message[]): Promise<string> {
       const lastUser = [...recent].reverse().find((m) => m.role === 'user')?.content ?? '';
-      const active = /- ACTIVE send_sms \(operation_id ([0-9a-f-]{36})\)/.exec(system);
+      const active = /^- #\d+ ACTIVE send_sms, .*, id ([0-9a-f-]{36}): /m.exec(system);
       if (lastUser.startsWith('Which contacts')) {
         // Answer from the recited facts only.
-        const noPhone = [...system.matchAll(/^- (contact-\d+) has no phone number \[source_ref: item:/gm)].map(
-          (m) => m[1],
-        );
+        const noPhone = [...system.matchAll(/^- (contact-\d+) has no phone number \[item:/gm)].map((m) => m[1]);
         return `No phone number: ${noPhone.join(', ')}`;
       }
-      if (!active && !system.includes('### Facts')) {
+      if (!active && !system.includes('Scratchpad v')) {
         // First turn: look the contacts up, plan in the pad, create the operation.
         await call('update_scratchpad', {
           task: lastUser,
@@ -70,7 +68,7 @@ describe('an assistant with a 4-message memory (postgres)', () => {
         });
         return `Created operation ${created.operation_id}.`;
       }
-      if (active?.[1] && system.includes('Every item is recorded')) {
+      if (active?.[1] && system.includes('every item is recorded: complete')) {
         const done = await call('manage_assistant_operation', { action: 'complete', operation_id: active[1] });
         return `Done: ${done.completed_count} sent, ${done.failed_count} failed.`;
       }

@@ -64,7 +64,9 @@ describe.each(ENGINES)('manage_assistant_operation on %s', (engine) => {
     const operationId = created.body.operation_id as string;
 
     const during = await tenant.context(conversation);
-    expect(during.body.text).toContain(`ACTIVE send_sms (operation_id ${operationId}): 0/30 recorded`);
+    expect(during.body.text).toContain(
+      `- #1 ACTIVE send_sms, 0/30 done, id ${operationId}: progress, do the batch, update.`,
+    );
     expect(during.body.text).toContain('Follow-up campaign for Q2 leads');
 
     const seen: string[] = [];
@@ -98,7 +100,7 @@ describe.each(ENGINES)('manage_assistant_operation on %s', (engine) => {
     });
 
     const mid = await tenant.context(conversation);
-    expect(mid.body.text).toContain('30/30 recorded, 29 completed, 1 failed, 0 remaining');
+    expect(mid.body.text).toContain(`30/30 done (1 failed), id ${operationId}: every item is recorded: complete.`);
 
     const complete = await tenant.op(conversation, { action: 'complete', operation_id: operationId });
     expect(complete.status).toBe(200);
@@ -232,7 +234,7 @@ describe.each(ENGINES)('manage_assistant_operation on %s', (engine) => {
 
     const context = await tenant.context(conversation);
     expect(context.body.text).toMatch(/ACTIVE b[\s\S]*PAUSED a/);
-    expect(context.body.text).toContain(`{"action":"resume","operation_id":"${a.body.operation_id}"}`);
+    expect(context.body.text).toContain(`id ${a.body.operation_id}: paused by a newer operation; resume to continue.`);
 
     const resumed = await tenant.op(conversation, { action: 'resume', operation_id: a.body.operation_id });
     expect(resumed.body).toMatchObject({ status: 'active', paused_operation_id: b.body.operation_id });

@@ -164,12 +164,14 @@ describe.each(ENGINES)('the structured scratchpad on %s', (engine) => {
 
     const context = await tenant.context(conversation);
     const text = context.body.text;
-    const recitation = text.slice(text.indexOf('## Scratchpad'));
-    expect(text.startsWith('## Bulk operations')).toBe(true);
+    const recitation = text.slice(text.indexOf('Scratchpad v1'));
+    expect(text.startsWith('Operations (manage_assistant_operation')).toBe(true);
     expect(recitation.length).toBeLessThanOrEqual(4000);
-    expect(recitation).toMatch(/^## Scratchpad \(version 1, [\d,]+\/4,000 chars\)/);
-    expect(recitation).toContain('- fact number 3999 [source_ref: user:initial]');
-    expect(recitation).toMatch(/- …\d+ older facts not shown/);
+    expect((context.body as { tokens?: number }).tokens).toBeLessThanOrEqual(1500); // OPSPAD_CONTEXT_MAX_TOKENS
+    expect(recitation).toMatch(/^Scratchpad v1:\nGoals:\n- Remember a lot \[user:initial\]/);
+    expect(recitation).toContain('Facts from user:initial (user_input: Initial task):');
+    expect(recitation).toContain('- fact number 3999');
+    expect(recitation).toMatch(/Facts:\n- …\d+ older facts not shown/);
     expect(recitation).toContain('- check the opt-outs');
     expect(recitation).not.toContain('fact number 0 ');
     // Stable between turns: nothing in it changes unless the pad does.

@@ -55,7 +55,7 @@ describe.each(ENGINES)('tool definitions per vendor on %s', (engine) => {
     );
     expect(unknown.status).toBe(400);
     expect(unknown.body.error.code).toBe('validation_failed');
-    expect(unknown.body.error.message).toContain('format: must be one of: opspad, openai, anthropic');
+    expect(unknown.body.error.message).toContain('format: must be one of: opspad, openai, openai-responses, anthropic');
     expect(unknown.body.error.details).toMatchObject({ issues: [{ field: 'format' }] });
   });
 
@@ -100,7 +100,7 @@ describe.each(ENGINES)('tool definitions per vendor on %s', (engine) => {
     // A field of another action with a value is still refused, naming it.
     const foreign = await tenant.op(conversation, strictCall({ action: 'progress', force: true }));
     expect(foreign.status).toBe(400);
-    expect(JSON.stringify(foreign.body)).toContain('unknown field \\"force\\"');
+    expect(JSON.stringify(foreign.body)).toContain('force: is not a field of progress (it is for complete)');
   });
 
   it('writes the scratchpads with strict-mode calls, nested nulls included', async () => {
@@ -162,6 +162,6 @@ describe('opspad tools print', () => {
   it('refuses an unknown format (exit 2), naming --format and printing nothing', async () => {
     const refused = await print('--format', 'gemini');
     expect(refused).toMatchObject({ code: 2, stdout: '' });
-    expect(refused.stderr).toContain('--format must be one of: opspad, openai, anthropic');
+    expect(refused.stderr).toContain('--format must be one of: opspad, openai, openai-responses, anthropic');
   });
 });

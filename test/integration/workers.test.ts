@@ -240,7 +240,9 @@ describe('background workers (postgres)', () => {
     expect(paused.paused_reason).toMatch(/circuit breaker: \d+ of the last 50 items failed/);
     expect(paused.completed_count + paused.failed_count).toBeLessThan(100);
     const context = await tenant.context(conversation);
-    expect(context.body.text).toContain('paused: circuit breaker');
+    expect(context.body.text).toMatch(
+      /paused by the circuit breaker \(\d+ of the last 50 items failed\): get the failures, fix the cause, then resume\./,
+    );
   });
 });
 

@@ -46,7 +46,7 @@ const V1_ROUTES: RouteSpec[] = [
     operationId: 'list_tools',
     summary: 'Tool definitions for function calling',
     description:
-      'The tools as JSON Schema, in opspad’s format ({name, description, input_schema}), OpenAI’s strict function format (`format=openai`) or Anthropic’s (`format=anthropic`).',
+      'The tools as JSON Schema, in opspad’s format ({name, description, input_schema}; what `opspad mcp` serves), OpenAI’s strict function format for Chat Completions (`format=openai`) or the Responses API (`format=openai-responses`), or Anthropic’s (`format=anthropic`).',
     tag: 'Tools',
     auth: 'apiKey',
     query: z.object({ format: z.enum(TOOL_FORMATS).optional().describe('Default: opspad.') }),
@@ -60,10 +60,16 @@ const V1_ROUTES: RouteSpec[] = [
     operationId: 'get_context',
     summary: 'The context fragment for the system prompt',
     description:
-      'Open operations and the recited scratchpad, within a fixed size budget, rebuilt from the database: put `text` at the end of the system prompt every turn. A conversation not used yet answers an empty fragment.',
+      'Open operations (who paused each, and the next action) and the recited scratchpad, within OPSPAD_CONTEXT_MAX_TOKENS o200k tokens, rebuilt from the database: put `text` at the end of the system prompt every turn. A conversation not used yet answers an empty fragment. `other_conversations=true` also lists the open operations of the organization’s other conversations.',
     tag: 'Context',
     auth: 'apiKey',
     params: conversation,
+    query: z.object({
+      other_conversations: z
+        .enum(['true', 'false'])
+        .optional()
+        .describe('true: also the open operations of the organization’s other conversations. Default: false.'),
+    }),
     responses: { 200: { description: 'The fragment.', json: { name: 'ContextFragment', schema: ContextFragment } } },
     errors: [...V1_ERRORS, 'validation_failed', 'not_found'],
   },
