@@ -11,6 +11,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authFailureLimiter } from '../../src/api/auth-failures.ts';
 import { createLogger } from '../../src/logger.ts';
+import { redisWindowCounter } from '../../src/queue/redis-counters.ts';
 import { type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type RawClient, type RawResponse, rawClient } from '../helpers/raw-http.ts';
 
@@ -145,7 +146,11 @@ describe('the sign-in failure limiter without Redis', () => {
   it('lets sign-ins be checked as usual', async () => {
     const redis = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true, enableOfflineQueue: false });
     try {
-      const limiter = authFailureLimiter(redis, 'unreachable', { max: 1, windowMs: 60_000 }, createLogger('silent'));
+      const limiter = authFailureLimiter(
+        redisWindowCounter(redis, 'unreachable'),
+        { max: 1, windowMs: 60_000 },
+        createLogger('silent'),
+      );
       const req = { ip: '192.0.2.9', socket: {} } as unknown as Request;
       const res = { set: () => res } as unknown as Response;
       for (let i = 0; i < 3; i++) {

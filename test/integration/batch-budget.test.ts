@@ -8,7 +8,7 @@
  * - the worker pool's close does not wait for a handler that ignores the shutdown.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandlerRegistry } from '../../src/handlers/registry.ts';
 import type { ItemHandler } from '../../src/handlers/types.ts';
 import { createLogger } from '../../src/logger.ts';
@@ -203,8 +203,8 @@ describe('closing the worker pool (postgres, redis)', () => {
       dispatcher: api.service.dispatcher,
       logger: createLogger('silent'),
       metrics,
-      redisUrl: inject('redisUrl'),
-      prefix: api.service.dispatcher.queues[0]?.opts.prefix as string,
+      backend: api.service.queueBackend,
+      queuePrefix: api.service.dispatcher.queues[0]?.opts.prefix as string,
       leaseTtlMs: 10_000,
       jobLockTtlMs: 3_000,
       batchTimeoutMs: 3_600_000,

@@ -8,8 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { redisStreamSlots } from '../../src/api/stream-slots.ts';
+import { streamSlots } from '../../src/api/stream-slots.ts';
 import { createLogger } from '../../src/logger.ts';
+import { redisCappedLeases } from '../../src/queue/redis-counters.ts';
 import { revokeApiKey } from '../../src/store/index.ts';
 import { type Harness, harnessPrefix, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { deleteQueueKeys } from '../helpers/redis.ts';
@@ -145,7 +146,7 @@ describe('stream slots', () => {
     const redis = new Redis(inject('redisUrl'));
     const prefix = harnessPrefix();
     try {
-      const slots = redisStreamSlots(redis, prefix, { maxPerKey: 1, leaseMs: 200 }, logger);
+      const slots = streamSlots(redisCappedLeases(redis, prefix), { maxPerKey: 1, leaseMs: 200 }, logger);
       expect(await slots.acquire('key-1')).not.toBeNull();
       expect(await slots.acquire('key-1')).toBeNull();
       // Never renewed nor released, as by a process that died: the lease lapses.
@@ -160,7 +161,7 @@ describe('stream slots', () => {
     // A port nothing listens on; no offline queue, so commands fail at once.
     const redis = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true, enableOfflineQueue: false });
     try {
-      const slots = redisStreamSlots(redis, 'unreachable', { maxPerKey: 1, leaseMs: 1000 }, logger);
+      const slots = streamSlots(redisCappedLeases(redis, 'unreachable'), { maxPerKey: 1, leaseMs: 1000 }, logger);
       const slot = await slots.acquire('key-1');
       expect(slot).not.toBeNull();
       expect(await slots.acquire('key-1')).not.toBeNull();

@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { mayStart } from '../../src/domain/fair-share.ts';
 import type { ItemHandler } from '../../src/handlers/types.ts';
 import { BatchTimeoutError } from '../../src/queue/batch-budget.ts';
-import { ACQUIRE_LUA } from '../../src/queue/fair-share.ts';
+import { ACQUIRE_LUA } from '../../src/queue/fair-share-redis.ts';
 import { BUDGET, metricValue, QUIET, silentListener } from '../helpers/fair-share.ts';
 import { type Harness, harnessPrefix, ids, startHarness } from '../helpers/harness.ts';
 import { testKey } from '../helpers/redis.ts';
