@@ -43,8 +43,10 @@ export type WorkerSettings = Omit<WorkerOptions, 'connection' | 'prefix'>;
 
 export interface QueueBackend {
   readonly kind: QueueBackendKind;
-  /** Where the jobs live, for logs (no credentials): `redis://host:port (prefix opspad)`, … */
+  /** Where the jobs live, for logs (no credentials): `redis://host:port (key prefix opspad)`, … */
   readonly location: string;
+  /** What keeps this deployment's jobs apart: the Redis key prefix, or the Postgres schema. */
+  readonly namespace: string;
   createQueue(name: string, settings?: QueueSettings): Queue;
   createWorker(name: string, processor: Processor, settings?: WorkerSettings): Worker;
   readonly control: ControlChannel;

@@ -141,6 +141,7 @@ export async function createPostgresQueueBackend(target: PostgresQueueTarget): P
   return {
     kind: 'postgres',
     schema,
+    namespace: schema,
     location:
       target.engine === 'pglite'
         ? `the embedded database (schema ${schema})`

@@ -32,6 +32,7 @@ export async function createRedisQueueBackend(options: { url: string; prefix: st
   return {
     kind: 'redis',
     location: `${redactedUrl(options.url)} (key prefix ${options.prefix})`,
+    namespace: options.prefix,
     createQueue: (name, settings) => new Queue(name, { ...settings, connection: producer, prefix: options.prefix }),
     createWorker: (name, processor, settings) =>
       new Worker(name, processor, { ...settings, connection: connect('worker'), prefix: options.prefix }),

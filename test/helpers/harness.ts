@@ -60,6 +60,8 @@ export interface Tenant {
 
 export interface Harness {
   url: string;
+  /** Its OPSPAD_QUEUE_PREFIX (a worker harness given the same one shares its queues). */
+  prefix: string;
   db: OpspadDatabase;
   service: Opspad;
   /** Basic-auth header value for the operator pages. */
@@ -115,6 +117,7 @@ export async function startHarness(engine: Engine, options: HarnessOptions = {})
   };
   return {
     url: baseUrl,
+    prefix: config.OPSPAD_QUEUE_PREFIX,
     db,
     service,
     adminAuthorization: `Basic ${Buffer.from(`admin:${config.OPSPAD_ADMIN_PASSWORD}`).toString('base64')}`,
