@@ -141,7 +141,8 @@ async function beginTransaction(pglite: PGlite, options: string): Promise<OpenTr
         return { rows: [], rowCount: 0 };
       } catch (error) {
         // COMMIT of a transaction a failed statement aborted rolls back, as on a server.
-        if (how === 'commit' && (error as { name?: string }).name === 'TransactionAbortedError') {
+        // (PGlite's TransactionAbortedError, SQLSTATE 25P02.)
+        if (how === 'commit' && (error as { code?: string }).code === '25P02') {
           return { rows: [], rowCount: 0 };
         }
         throw error;
