@@ -120,7 +120,9 @@ describe('the PGlite pool adapter', () => {
     const { rows, rowCount } = await pool.query('SELECT 9007199254740993::int8 AS big, 2::int AS small');
     expect(rows).toEqual([{ big: '9007199254740993', small: 2 }]);
     expect(rowCount).toBe(1);
-    const multi = await pool.query('CREATE TEMP TABLE adapter_multi (n int); INSERT INTO adapter_multi VALUES (1), (2)');
+    const multi = await pool.query(
+      'CREATE TEMP TABLE adapter_multi (n int); INSERT INTO adapter_multi VALUES (1), (2)',
+    );
     expect(multi.rowCount).toBe(2);
     const updated = await pool.query('UPDATE adapter_multi SET n = n + $1', [10]);
     expect(updated.rowCount).toBe(2);

@@ -60,7 +60,8 @@ function openConnection(target: PostgresQueueTarget, pglitePool: PgPool | null) 
     connectionString: target.connectionString,
     schema,
     max: target.poolSize,
-    application_name: 'opspad-queue',
+    // Which deployment a connection serves, in pg_stat_activity (Postgres keeps 63 bytes).
+    application_name: `opspad-queue:${schema}`.slice(0, 63),
   });
   return { schema, connection };
 }

@@ -6,15 +6,14 @@
  * rows, nothing recorded twice. Each prints one line:
  * `scenario items kills/restarts lost=0 duplicates=0 seconds`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
 import { closeCountingClient, countingHandler, sideEffects } from '../fixtures/counting-handler.ts';
 import { type Harness, harnessPrefix, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { type PrivateRedis, startPrivateRedis } from '../helpers/private-redis.ts';
 import { killAllChildren, type Spawned, startWorker } from '../helpers/processes.ts';
 import { testKey } from '../helpers/redis.ts';
 import { eventually } from '../helpers/wait.ts';
@@ -54,48 +53,11 @@ async function freshDatabase(): Promise<string> {
   return url.toString();
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** A private redis-server on a spare loopback port — never the machine's shared one. */
-async function privateRedis(): Promise<{ url: string; stop(): Promise<void>; start(): Promise<void> }> {
-  const port = await freePort();
-  let server: ChildProcess | undefined;
-  const start = async () => {
-    server = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      {
-        stdio: 'ignore',
-      },
-    );
-    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
-    probe.on('error', () => {});
-    await eventually(async () => ((await probe.ping().catch(() => undefined)) === 'PONG' ? true : undefined), {
-      what: 'the private redis-server',
-      timeoutMs: 10_000,
-    });
-    probe.disconnect();
-  };
-  const stop = async () => {
-    const running = server;
-    if (running && running.exitCode === null) {
-      const exited = new Promise((resolve) => running.once('exit', resolve));
-      running.kill('SIGKILL');
-      await exited;
-    }
-  };
-  await start();
-  cleanups.push(stop);
-  return { url: `redis://127.0.0.1:${port}`, stop, start };
+/** A private redis-server (see test/helpers/private-redis.ts), stopped after the scenario. */
+async function privateRedis(): Promise<PrivateRedis> {
+  const redis = await startPrivateRedis();
+  cleanups.push(redis.stop);
+  return redis;
 }
 
 interface Scenario {

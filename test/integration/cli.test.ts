@@ -1,17 +1,20 @@
 /**
  * The `opspad` command as a newcomer meets it: keys, a clear refusal when Redis is down or a
- * variable is wrong, and the embedded database shared with a running service.
+ * variable is wrong, the embedded database shared with a running service, and the demo on a
+ * machine with nothing but Node (no Redis, no Postgres: not one connection to either).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { demoFails } from '../../src/handlers/demo.ts';
 import { authenticateApiKey, createPostgresDatabase, webhookSigningSecrets } from '../../src/store/index.ts';
+import { startPrivateRedis } from '../helpers/private-redis.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
+const RECORD_CONNECTIONS = new URL('../fixtures/record-connections.mjs', import.meta.url).href;
 
 interface Run {
   code: number | null;
@@ -19,9 +22,14 @@ interface Run {
   stderr: string;
 }
 
-function opspad(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
+function opspad(
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+  nodeArgs: string[] = [],
+): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], {
       env: { PATH: process.env.PATH ?? '', OPSPAD_LOG_LEVEL: 'warn', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -140,7 +148,9 @@ describe('the opspad command', () => {
       OPSPAD_DATA_DIR: dataDir,
     });
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/Redis at redis:\/\/127\.0\.0\.1:1 is not reachable .*start it .* or set REDIS_URL/);
+    expect(run.stderr).toMatch(
+      /Redis at redis:\/\/127\.0\.0\.1:1 is not reachable .*start it .*, or set REDIS_URL to one that runs, or unset both to keep the jobs in Postgres/,
+    );
   });
 
   it('refuses a worker process without a shared Postgres', async () => {
@@ -168,6 +178,60 @@ describe('opspad demo on a fresh data folder', () => {
       const failing = Array.from({ length: 3000 }, (_, i) => demoFails(`demo-${i + 1}`, 0.05)).filter(Boolean).length;
       expect(run.stdout).toContain(`Done: ${3000 - failing} completed, ${failing} failed of 3000 (completed).`);
     } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('opspad demo with nothing but Node', () => {
+  const failing = (items: number) =>
+    Array.from({ length: items }, (_, i) => demoFails(`demo-${i + 1}`, 0.05)).filter(Boolean).length;
+
+  it('runs on the embedded database with its queue there too: exact counts, no connection to Redis or Postgres', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-demo-noredis-'));
+    const log = join(dataDir, 'connections.txt');
+    try {
+      // No REDIS_URL, no DATABASE_URL, no OPSPAD_QUEUE_BACKEND: what `npx opspad demo` sees on a
+      // laptop with only Node.
+      const run = await opspad(
+        ['demo', '--items', '2000', '--latency-ms', '5', '--exit'],
+        { OPSPAD_DATA_DIR: dataDir, PORT: '0', OPSPAD_TEST_CONNECTION_LOG: log },
+        90_000,
+        ['--import', RECORD_CONNECTIONS],
+      );
+      expect(run.code, run.stderr).toBe(0);
+      const port = /^Started opspad at http:\/\/127\.0\.0\.1:(\d+) /.exec(run.stdout)?.[1];
+      expect(port).toBeDefined();
+      expect(run.stdout).toContain(
+        `Done: ${3000 - failing(3000)} completed, ${failing(3000)} failed of 3000 (completed).`,
+      );
+      // Its only TCP connections: the "is opspad already running?" probe (PORT) and its own API.
+      const connections = readFileSync(log, 'utf8').split('\n').filter(Boolean);
+      expect(connections.length).toBeGreaterThan(0);
+      expect(new Set(connections)).toEqual(new Set(['127.0.0.1:0', `127.0.0.1:${port}`]));
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('leaves Redis alone when told to keep the jobs in Postgres, even with REDIS_URL set', async () => {
+    const redis = await startPrivateRedis();
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-demo-pgqueue-'));
+    try {
+      const before = await redis.connectionsReceived();
+      const run = await opspad(['demo', '--items', '500', '--latency-ms', '5', '--exit'], {
+        OPSPAD_DATA_DIR: dataDir,
+        PORT: '0',
+        REDIS_URL: redis.url,
+        OPSPAD_QUEUE_BACKEND: 'postgres',
+      });
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toContain(
+        `Done: ${1000 - failing(1000)} completed, ${failing(1000)} failed of 1000 (completed).`,
+      );
+      expect(await redis.connectionsReceived()).toBe(before);
+    } finally {
+      await redis.stop();
       rmSync(dataDir, { recursive: true, force: true });
     }
   });
