@@ -46,8 +46,12 @@ export type PostgresQueueTarget =
 class SharedPostgresConnection extends PostgresConnection {
   override async close(): Promise<void> {}
   override async disconnect(): Promise<void> {}
-  closeShared(): Promise<void> {
-    return super.close();
+  async closeShared(): Promise<void> {
+    await super.close();
+    // Connections the pool has let go may still hear from the server (a database dropped with
+    // FORCE right after); nobody is listening for them any more, so their errors are dropped.
+    this.removeAllListeners('error');
+    this.on('error', () => {});
   }
 }
 
