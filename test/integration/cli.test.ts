@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { demoFails } from '../../src/handlers/demo.ts';
+import { queueSchemaFor } from '../../src/queue/queue-schema.ts';
 import { authenticateApiKey, createPostgresDatabase, webhookSigningSecrets } from '../../src/store/index.ts';
 import { startPrivateRedis } from '../helpers/private-redis.ts';
 
@@ -153,6 +154,27 @@ describe('the opspad command', () => {
     );
   });
 
+  it('migrates opspad’s tables and the queue’s schema, and says so', async () => {
+    const prefix = `${inject('queuePrefix')}-migrate`;
+    const run = await opspad(['migrate'], { DATABASE_URL: inject('databaseUrl'), OPSPAD_QUEUE_PREFIX: prefix });
+    expect(run.code, run.stderr).toBe(0);
+    const schema = queueSchemaFor(prefix);
+    expect(run.stdout).toBe(`Migrations applied (postgres; queue: Postgres schema ${schema} of DATABASE_URL).\n`);
+    const db = createPostgresDatabase({ connectionString: inject('databaseUrl'), poolSize: 1 });
+    try {
+      const tables = await db.query<{ name: string }>(
+        `SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 AND tablename IN ('job', 'migration', 'opspad_rate_window') ORDER BY 1`,
+        [schema],
+      );
+      expect(tables.map((t) => t.name)).toEqual(['job', 'migration', 'opspad_rate_window']);
+    } finally {
+      await db.close();
+    }
+    // With the jobs in Redis there is no queue schema to migrate.
+    const redis = await opspad(['migrate'], { DATABASE_URL: inject('databaseUrl'), REDIS_URL: inject('redisUrl') });
+    expect(redis.stdout).toBe('Migrations applied (postgres).\n');
+  });
+
   it('refuses a worker process without a shared Postgres', async () => {
     const run = await opspad(['worker'], { OPSPAD_DATA_DIR: dataDir, REDIS_URL: inject('redisUrl') });
     expect(run.code).toBe(2);
@@ -237,19 +259,22 @@ describe('opspad demo with nothing but Node', () => {
   });
 });
 
-describe('opspad start on the embedded database', () => {
+describe('opspad start on the embedded database, with nothing but Node', () => {
   it('serves the API, creates keys beside it through the control socket, and stops on SIGTERM', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'opspad-start-'));
     const port = String(20_000 + Math.floor(Math.random() * 20_000));
+    // `npm start` on a machine with no Redis and no Postgres: no REDIS_URL, no DATABASE_URL.
     const env = {
       PATH: process.env.PATH ?? '',
       OPSPAD_DATA_DIR: dataDir,
       PORT: port,
-      REDIS_URL: inject('redisUrl'),
-      OPSPAD_QUEUE_PREFIX: `${inject('queuePrefix')}-cli`,
       OPSPAD_LOG_LEVEL: 'info',
     };
-    const server = spawn(process.execPath, [BIN, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const log = join(dataDir, 'connections.txt');
+    const server = spawn(process.execPath, ['--import', RECORD_CONNECTIONS, BIN, 'start'], {
+      env: { ...env, OPSPAD_TEST_CONNECTION_LOG: log },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     server.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
@@ -298,6 +323,8 @@ describe('opspad start on the embedded database', () => {
 
       server.kill('SIGTERM');
       expect(await exited).toBe(0);
+      // The service itself opened no TCP connection at all (it only answered them).
+      expect(readFileSync(log, 'utf8')).toBe('');
     } finally {
       server.kill('SIGKILL');
       rmSync(dataDir, { recursive: true, force: true });
