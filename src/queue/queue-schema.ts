@@ -21,7 +21,8 @@ export function queueSchemaFor(prefix: string): string {
   }
   const hash = createHash('sha256').update(prefix).digest('hex').slice(0, 8);
   const readable = prefix.toLowerCase().replace(/[^a-z0-9_]/g, '_');
-  return `bullmq_${readable}`.slice(0, MAX_IDENTIFIER - hash.length - 1) + `_${hash}`;
+  const head = `bullmq_${readable}`.slice(0, MAX_IDENTIFIER - hash.length - 1);
+  return `${head}_${hash}`;
 }
 
 /** A schema name opspad made (letters, digits, `_`), quoted for SQL. */
