@@ -3,7 +3,8 @@
  * (each backend here stands for one process): the pause/cancel control channel over
  * LISTEN/NOTIFY, also after its connection is cut; the request counter shared between processes
  * and exact under concurrency; migrations that many processes may race; one pool and one LISTEN
- * connection per process, all closed at the end; and the per-key request limit across two API
+ * connection per process, all closed at the end; the reorganization sweep's job scheduler, which
+ * the reconciler puts back after the queue lost it; and the per-key request limit across two API
  * processes with no Redis.
  */
 import { randomUUID } from 'node:crypto';
@@ -13,6 +14,7 @@ import type { QueueBackend } from '../../src/queue/backend.ts';
 import type { StopMessage } from '../../src/queue/control-channel.ts';
 import { createPostgresQueueBackend } from '../../src/queue/postgres-backend.ts';
 import { harnessPrefix, startHarness } from '../helpers/harness.ts';
+import { loseEveryJob } from '../helpers/queue.ts';
 import { eventually } from '../helpers/wait.ts';
 
 const opened: QueueBackend[] = [];
@@ -156,6 +158,46 @@ describe('the Postgres queue backend', () => {
     await eventually(async () => ((await connections()) === 0 ? true : undefined), {
       what: 'its connections to close',
     });
+  });
+
+  it('runs the reorganization sweep from a job scheduler, again and again', async () => {
+    const harness = await startHarness('postgres', {
+      queue: 'postgres',
+      workers: true,
+      env: { OPSPAD_REORGANIZE_INTERVAL: '300ms' },
+    });
+    try {
+      const queue = harness.service.reorganizeQueue.queue;
+      const sweeps = async () =>
+        (await queue.getJobs(['completed'])).filter((job) => job.name === 'reorganize-sweep').length;
+      // Its delayed jobs come due and run: the worker wakes for them without a NOTIFY.
+      await eventually(async () => ((await sweeps()) >= 2 ? true : undefined), { what: 'two sweeps' });
+    } finally {
+      await harness.close();
+    }
+  });
+
+  it('gets the job scheduler back from the reconciler after the queue lost it', async () => {
+    const harness = await startHarness('postgres', {
+      queue: 'postgres',
+      workers: true,
+      // Not due for a year: no sweep job runs (or could put the scheduler back) during the test.
+      env: { OPSPAD_REORGANIZE_CRON: '0 0 1 1 *', OPSPAD_RECONCILE_INTERVAL: '1h' },
+    });
+    try {
+      const queue = harness.service.reorganizeQueue.queue;
+      const scheduler = async () =>
+        (await queue.getJobSchedulers()).find((found) => found.key === 'reorganize-sweep')?.pattern;
+      expect(await scheduler()).toBe('0 0 1 1 *');
+      // The pass every process makes at start (which upserts the scheduler too) is over.
+      await harness.service.reconciler?.runOnce();
+      await loseEveryJob(harness.service.queueBackend, harness.db);
+      expect(await scheduler()).toBeUndefined();
+      await harness.service.reconciler?.runOnce();
+      expect(await scheduler()).toBe('0 0 1 1 *');
+    } finally {
+      await harness.close();
+    }
   });
 
   it('limits requests per key across two API processes with the jobs in Postgres and no Redis', async () => {
