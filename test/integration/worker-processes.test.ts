@@ -297,7 +297,9 @@ describe.each(QUEUE_BACKENDS)('opspad ops watch (child process, %s queue)', (que
       total_items: 3000,
       item_ids: ids(3000, 'demo'),
       batch_size: 100,
-      query_params: { latency_ms: 5 },
+      // 30 batches of 200 ms over 4 lanes: at least 1.5 s, so the pause below lands before the
+      // end even on a loaded machine.
+      query_params: { latency_ms: 200 },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(200);
     const operationId = created.body.operation_id as string;
