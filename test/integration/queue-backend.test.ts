@@ -4,12 +4,15 @@
  * LISTEN/NOTIFY, also after its connection is cut; the request counter shared between processes
  * and exact under concurrency; migrations that many processes may race; one pool and one LISTEN
  * connection per process, all closed at the end; the reorganization sweep's job scheduler, which
- * the reconciler puts back after the queue lost it; and the per-key request limit across two API
- * processes with no Redis.
+ * the reconciler puts back after the queue lost it; the capped leases of event streams; the fair
+ * share's decision, which must agree with domain/fair-share.ts; and the per-key request limit
+ * across two API processes with no Redis.
  */
 import { randomUUID } from 'node:crypto';
+import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import { mayStart } from '../../src/domain/fair-share.ts';
 import type { QueueBackend } from '../../src/queue/backend.ts';
 import type { StopMessage } from '../../src/queue/control-channel.ts';
 import { createPostgresQueueBackend } from '../../src/queue/postgres-backend.ts';
@@ -198,6 +201,110 @@ describe('the Postgres queue backend', () => {
     } finally {
       await harness.close();
     }
+  });
+
+  it('caps leases per key across processes, exactly under concurrency, and lets them lapse by the database clock', async () => {
+    const prefix = harnessPrefix();
+    const [first, second] = await Promise.all([backend(prefix), backend(prefix)]);
+    const key = `streams:${randomUUID()}`;
+    const taken = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? first : second).leases.acquire(key, `m${i}`, 60_000, 3)),
+    );
+    expect(taken.filter(Boolean)).toHaveLength(3);
+    const holder = `m${taken.indexOf(true)}`;
+    await first.leases.release(key, holder);
+    expect(await second.leases.acquire(key, 'late', 60_000, 3)).toBe(true);
+    expect(await second.leases.acquire(key, 'later', 60_000, 3)).toBe(false);
+    // A lease never renewed (its process died) lapses; a renewed one stays.
+    const other = `streams:${randomUUID()}`;
+    expect(await first.leases.acquire(other, 'dead', 300, 1)).toBe(true);
+    expect(await first.leases.acquire(other, 'next', 300, 1)).toBe(false);
+    await eventually(async () => ((await second.leases.acquire(other, 'next', 60_000, 1)) ? true : undefined), {
+      what: 'the lease to lapse',
+    });
+    await second.leases.renew(other, 'next', 60_000);
+    expect(await first.leases.acquire(other, 'third', 60_000, 1)).toBe(false);
+  });
+
+  it('decides the fair share as mayStart does, and refuses to decide on a view older than the last arrival', async () => {
+    const own = await backend(harnessPrefix());
+    const ORGS = ['org-a', 'org-b', 'org-c', 'org-d'];
+    const state = fc.record({
+      workers: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 }),
+      running: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 0, max: 4 })),
+      waiting: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 6 })),
+      candidate: fc.constantFrom(...ORGS),
+    });
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(state, async ({ workers, running, waiting, candidate }) => {
+        const type = `prop-${run++}`;
+        const store = own.fairShare(type);
+        const expiry = Date.now() + 60_000;
+        for (const [index, slots] of workers.entries()) {
+          await store.heartbeat({ id: `w${index}`, slots }, [], expiry, 0);
+        }
+        for (const [org, count] of Object.entries(running)) {
+          for (let batch = 0; batch < count; batch++) {
+            await store.forceStart(`${org} job-${batch}`, org, expiry);
+          }
+        }
+        // A lapsed entry and a lapsed worker are ignored.
+        await store.forceStart(`${candidate} long-dead`, candidate, 1);
+        await store.heartbeat({ id: 'dead', slots: 100 }, [], 1, 0);
+        for (let i = 0; i < 7; i++) {
+          await store.announceArrival();
+        }
+        const request = {
+          now: Date.now(),
+          organizationId: candidate,
+          member: `${candidate} new-job`,
+          expiry,
+          waiting: Object.entries(waiting),
+        };
+        expect(await store.acquire({ ...request, arrivals: '6' })).toEqual({ code: -1, arrivals: '7' });
+        const { code } = await store.acquire({ ...request, arrivals: '7' });
+        const expected = mayStart(
+          {
+            slots: workers.reduce((sum, slots) => sum + slots, 0),
+            running: new Map(Object.entries(running)),
+            waiting: new Map(Object.entries(waiting)),
+          },
+          candidate,
+        );
+        expect(code).toBe(expected ? 1 : 0);
+        const [entry] = await adminQuery<{ n: number }>(
+          `SELECT count(*)::int AS n FROM ${own.namespace}.opspad_fair_running WHERE queue = $1 AND member = $2`,
+          [`batches-${type}`, `${candidate} new-job`],
+        );
+        expect(entry?.n).toBe(expected ? 1 : 0);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('wakes parked jobs longest-parked first, when a batch ends or a worker has idle slots', async () => {
+    const own = await backend(harnessPrefix());
+    const store = own.fairShare('parking');
+    const registration = { id: 'w1', slots: 2 };
+    const rows = async (table: string) =>
+      (
+        await adminQuery<{ n: number }>(
+          `SELECT count(*)::int AS n FROM ${own.namespace}.${table} WHERE queue = 'batches-parking'`,
+        )
+      )[0]?.n;
+    await store.heartbeat(registration, [], Date.now() + 60_000, 0);
+    await store.park('job-2', 2000);
+    await store.park('job-1', 1000);
+    await store.park('job-3', 3000);
+    await store.forceStart('org-a running', 'org-a', Date.now() + 60_000);
+    expect(await store.finish('org-a running')).toBe('job-1');
+    expect(await rows('opspad_fair_running')).toBe(0);
+    expect(await store.heartbeat(registration, [], Date.now() + 60_000, 5)).toEqual(['job-2', 'job-3']);
+    expect(await store.finish('org-a gone')).toBeUndefined();
+    expect(await rows('opspad_fair_worker')).toBe(1);
+    await store.unregister(registration);
+    expect(await rows('opspad_fair_worker')).toBe(0);
   });
 
   it('limits requests per key across two API processes with the jobs in Postgres and no Redis', async () => {
