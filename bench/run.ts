@@ -50,6 +50,8 @@ const ORDER = [
   'opspad_background_b10',
   'opspad_background_b100',
   'opspad_background_b1000',
+  'opspad_background_b100_pgqueue',
+  'opspad_background_b1000_pgqueue',
   'worker_process_items_per_s',
   'record_ms_n1k',
   'record_ms_n1m',
@@ -178,6 +180,7 @@ async function main(): Promise<number> {
       entries.push(...result.entries);
       addPoints('SQL ceiling (4 clients)', result.ceiling);
       addPoints('opspad end to end (1 process)', result.opspad);
+      addPoints('opspad end to end, jobs in Postgres', result.opspadPgQueue);
     }
     if (only.has('updates')) {
       const result = await benchUpdates(ctx, organizationId);

@@ -11,7 +11,7 @@ import { authFailureLimiter } from './api/auth-failures.ts';
 import type { AdminCredentials } from './api/basic-auth.ts';
 import { createApp } from './api/create-app.ts';
 import { rateLimitPerKey } from './api/rate-limit.ts';
-import { redisStreamSlots } from './api/stream-slots.ts';
+import { streamSlots } from './api/stream-slots.ts';
 import type { Config } from './config/env.ts';
 import { sizeLimitsOf } from './domain/size-limits.ts';
 import { createEgressGuard } from './egress/index.ts';
@@ -21,9 +21,9 @@ import type { Handler } from './handlers/types.ts';
 import { createWebhookHandler } from './handlers/webhook.ts';
 import type { Logger } from './logger.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import { assertRedisReachable, createRedisConnection } from './queue/connection.ts';
-import { publishStop } from './queue/control-channel.ts';
+import type { QueueBackend } from './queue/backend.ts';
 import { createDispatcher, type Dispatcher } from './queue/dispatcher.ts';
+import { openQueueBackend } from './queue/open-queue-backend.ts';
 import { type Reconciler, startReconciler } from './queue/reconciler.ts';
 import { createReorganizeQueue, type ReorganizeQueue, startReorganizeWorker } from './queue/reorganize-queue.ts';
 import { startWorkerPool, type WorkerPool } from './queue/worker-pool.ts';
@@ -55,6 +55,8 @@ export interface Opspad {
   db: OpspadDatabase;
   handlers: HandlerRegistry;
   dispatcher: Dispatcher;
+  /** Where the jobs live (Redis or Postgres), with the control channel and request counter. */
+  queueBackend: QueueBackend;
   reorganizeQueue: ReorganizeQueue;
   /** What reorganizes pads (the configured model, or the built-in one). */
   reorganizeDeps: ReorganizeDeps;
@@ -99,7 +101,6 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   const runApi = options.api ?? true;
   const runWorkers = options.workers ?? true;
 
-  await assertRedisReachable(config.REDIS_URL);
   const handlers = createHandlerRegistry([
     ...builtInHandlers(config, () => db),
     ...(await loadHandlerModules(config.OPSPAD_HANDLERS)),
@@ -109,12 +110,16 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   if (!options.db) {
     await runMigrations(db);
   }
+  const queueBackend = await openQueueBackend(config, db).catch(async (error: unknown) => {
+    if (!options.db) {
+      await db.close();
+    }
+    throw error;
+  });
   const metrics = createMetrics();
-  const producer = createRedisConnection(config.REDIS_URL, 'producer');
-  const dispatcher = createDispatcher({ connection: producer, prefix: config.OPSPAD_QUEUE_PREFIX, handlers, logger });
+  const dispatcher = createDispatcher({ backend: queueBackend, handlers, logger });
   const reorganizeQueue = createReorganizeQueue(
-    producer,
-    config.OPSPAD_QUEUE_PREFIX,
+    queueBackend,
     {
       cron: config.OPSPAD_REORGANIZE_CRON,
       everyMs: config.OPSPAD_REORGANIZE_INTERVAL,
@@ -157,7 +162,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
       onReorganizeDue,
       async onActivated(operation) {
-        // Postgres has the operation; if Redis refuses now, the reconciler dispatches it later.
+        // Postgres has the operation; if the queue refuses now, the reconciler dispatches it later.
         await dispatcher.startLanes(operation).catch((error: unknown) => {
           logger.warn({ err: error, operation_id: operation.id }, 'dispatch deferred to the reconciler');
         });
@@ -166,9 +171,11 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
         if (operation.state_json.execution !== 'background') {
           return;
         }
-        await publishStop(producer, config.OPSPAD_QUEUE_PREFIX, { operation_id: operation.id, reason }).catch(
-          (error: unknown) => logger.warn({ err: error }, 'could not signal workers; they stop at their next batch'),
-        );
+        await queueBackend.control
+          .publish({ operation_id: operation.id, reason })
+          .catch((error: unknown) =>
+            logger.warn({ err: error }, 'could not signal workers; they stop at their next batch'),
+          );
       },
     });
     const app = createApp({
@@ -179,8 +186,8 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       queues,
       scratchpad: { ...reorganizeDeps, onReorganizeDue },
       contextMaxTokens: config.OPSPAD_CONTEXT_MAX_TOKENS,
-      rateLimit: rateLimitPerKey(producer, config.OPSPAD_QUEUE_PREFIX, config.OPSPAD_RATE_LIMIT, logger),
-      authFailures: authFailureLimiter(producer, config.OPSPAD_QUEUE_PREFIX, config.OPSPAD_AUTH_FAILURE_LIMIT, logger),
+      rateLimit: rateLimitPerKey(queueBackend.counter, config.OPSPAD_RATE_LIMIT, logger),
+      authFailures: authFailureLimiter(queueBackend.counter, config.OPSPAD_AUTH_FAILURE_LIMIT, logger),
       trustProxy: config.OPSPAD_TRUST_PROXY,
       adminReadOnly: config.OPSPAD_ADMIN_READONLY,
       streams: {
@@ -188,9 +195,8 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
         idleMs: config.OPSPAD_STREAM_IDLE_TIMEOUT,
         keyCheckMs: config.OPSPAD_STREAM_KEY_CHECK,
         // A stream renews its slot at every key check: three missed renewals and it lapses.
-        slots: redisStreamSlots(
-          producer,
-          config.OPSPAD_QUEUE_PREFIX,
+        slots: streamSlots(
+          queueBackend.leases,
           {
             maxPerKey: config.OPSPAD_MAX_STREAMS_PER_KEY,
             leaseMs: Math.max(30_000, 3 * config.OPSPAD_STREAM_KEY_CHECK),
@@ -204,7 +210,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       readiness: {
         checks: {
           postgres: async () => void (await db.query('SELECT 1')),
-          redis: async () => void (await producer.ping()),
+          ...queueBackend.readinessChecks,
         },
         accepting: () => accepting,
       },
@@ -213,17 +219,15 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     await once(server, 'listening');
     const { port } = server.address() as AddressInfo;
     url = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;
-    logger.info({ url, database: db.engine }, 'opspad API listening');
+    logger.info({ url, database: db.engine, queue: queueBackend.location }, 'opspad API listening');
   }
 
   let workerPool: WorkerPool | undefined;
   let reconciler: Reconciler | undefined;
   let reorganizeWorker: ReturnType<typeof startReorganizeWorker> | undefined;
-  const workerConnection = runWorkers ? createRedisConnection(config.REDIS_URL, 'worker') : undefined;
-  if (runWorkers && workerConnection) {
+  if (runWorkers) {
     reorganizeWorker = startReorganizeWorker({
-      connection: workerConnection,
-      prefix: config.OPSPAD_QUEUE_PREFIX,
+      backend: queueBackend,
       deps: reorganizeDeps,
       queue: reorganizeQueue,
       sweepBatch: config.OPSPAD_REORGANIZE_SWEEP_BATCH,
@@ -236,8 +240,8 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       dispatcher,
       logger,
       metrics,
-      redisUrl: config.REDIS_URL,
-      prefix: config.OPSPAD_QUEUE_PREFIX,
+      backend: queueBackend,
+      queuePrefix: config.OPSPAD_QUEUE_PREFIX,
       leaseTtlMs: config.OPSPAD_LEASE_TTL,
       jobLockTtlMs: config.OPSPAD_JOB_LOCK_TTL,
       batchTimeoutMs: config.OPSPAD_BATCH_TIMEOUT,
@@ -251,16 +255,12 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       intervalMs: config.OPSPAD_RECONCILE_INTERVAL,
       pausedTtlMs: config.OPSPAD_PAUSED_TTL,
       queuePrefix: config.OPSPAD_QUEUE_PREFIX,
-      // Schedulers live in Redis: a flushed Redis gets them back on the next pass.
+      // Schedulers live in the queue backend: a flushed Redis gets them back on the next pass.
       ensureSchedulers: () => reorganizeQueue.ensureScheduler(),
     });
   }
 
   const shutdownTimeoutMs = config.OPSPAD_SHUTDOWN_TIMEOUT;
-  const closeRedis = () => {
-    producer.disconnect();
-    workerConnection?.disconnect();
-  };
   const shutdownSteps: ShutdownStep[] = [
     {
       name: 'HTTP server',
@@ -281,7 +281,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     { name: 'reorganize worker', run: async () => reorganizeWorker?.close() },
     { name: 'reconciler', run: async () => reconciler?.stop() },
     { name: 'queues', run: async () => Promise.all([dispatcher.close(), reorganizeQueue.close()]) },
-    { name: 'Redis', run: async () => closeRedis(), force: closeRedis },
+    { name: 'queue backend', run: () => queueBackend.close(), force: () => queueBackend.force() },
     { name: 'database', run: () => (options.db ? Promise.resolve() : db.close()) },
   ];
 
@@ -301,6 +301,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     db,
     handlers,
     dispatcher,
+    queueBackend,
     reorganizeQueue,
     reorganizeDeps,
     metrics,

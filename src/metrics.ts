@@ -41,7 +41,7 @@ export function createMetrics(): Metrics {
     }),
     queueDepth: new Gauge({
       name: 'opspad_queue_jobs',
-      help: 'Jobs in each BullMQ queue, by state; read from Redis at scrape time.',
+      help: 'Jobs in each BullMQ queue, by state; read from the queue backend (Redis or Postgres) at scrape time.',
       labelNames: ['queue', 'state'],
       registers: [registry],
     }),

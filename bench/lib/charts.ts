@@ -57,7 +57,7 @@ export async function throughputChart(points: readonly ThroughputPoint[], subtit
         type: 'nominal',
         sort: systems,
         title: null,
-        scale: { range: ['#9aa5b1', '#4c78a8', '#e45756', '#f58518'] },
+        scale: { range: ['#9aa5b1', '#4c78a8', '#e45756', '#f58518', '#54a24b'] },
         legend: { orient: 'top-left', direction: 'vertical', labelLimit: 400 },
       },
     },

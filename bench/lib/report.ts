@@ -43,6 +43,7 @@ function maxTarget(entry: string, max: number, unit: string): Target {
 export const TARGETS: Target[] = [
   ratioTarget('opspad_background_b1000', 5, 'bullmq_job_per_item'),
   ratioTarget('opspad_background_b1000', 0.7, 'sql_ceiling_b1000'),
+  ratioTarget('opspad_background_b1000_pgqueue', 0.5, 'opspad_background_b1000'),
   {
     entry: 'record_ms_n1m',
     describe: (get) => `≤ 1.3× record_ms_n1k (${fmtRatio(times(get('record_ms_n1m'), get('record_ms_n1k')))})`,

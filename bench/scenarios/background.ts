@@ -1,21 +1,22 @@
 /**
  * opspad end to end in one process: its own workers (the demo handler's no-op path: latency 0,
  * failure rate 0), its dispatcher, lanes, leases and records, exactly as `opspad start` runs
- * them. Timed from the dispatch of the lanes to the operation's completion.
+ * them, with the jobs in Redis or in Postgres (the run's database, BullMQ's schema beside
+ * opspad's tables). Timed from the dispatch of the lanes to the operation's completion.
  */
 import { randomUUID } from 'node:crypto';
-import { loadConfig } from '../../src/config/env.ts';
+import { loadConfig, type QueueBackendKind } from '../../src/config/env.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createOpspad } from '../../src/main.ts';
 import { createOperation } from '../../src/store/index.ts';
 import { type BenchContext, itemIds, timed, waitFor } from '../lib/common.ts';
 
 /** opspad with its workers in this process; `run(batch)` → items/s over the plan's item count. */
-export async function backgroundRunner(ctx: BenchContext, organizationId: string) {
-  const prefix = `${ctx.prefix}-inproc`;
+export async function backgroundRunner(ctx: BenchContext, organizationId: string, queue: QueueBackendKind = 'redis') {
+  const prefix = `${ctx.prefix}-inproc${queue === 'redis' ? '' : '-pg'}`;
   const config = loadConfig({
     DATABASE_URL: ctx.databaseUrl,
-    REDIS_URL: ctx.redisUrl,
+    ...(queue === 'redis' ? { REDIS_URL: ctx.redisUrl } : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
     OPSPAD_QUEUE_PREFIX: prefix,
     OPSPAD_LOG_LEVEL: 'warn',
   });

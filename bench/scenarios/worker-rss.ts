@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { createDemoHandler } from '../../src/handlers/demo.ts';
 import { createHandlerRegistry } from '../../src/handlers/registry.ts';
-import { createRedisConnection } from '../../src/queue/connection.ts';
 import { createDispatcher } from '../../src/queue/dispatcher.ts';
+import { createRedisQueueBackend } from '../../src/queue/redis-backend.ts';
 import { createOperation } from '../../src/store/index.ts';
 import { startOpspadChild } from '../lib/child.ts';
 import { type BenchContext, type Entry, itemIds, round, rssMb, sampleRss, waitFor } from '../lib/common.ts';
@@ -20,10 +20,9 @@ export async function benchWorkerRss(ctx: BenchContext, organizationId: string):
   const worker = await startOpspadChild(ctx, 'worker', { OPSPAD_LOG_LEVEL: 'info' });
   const rss = sampleRss(worker.pid, 50);
   const startedRss = rssMb(worker.pid);
-  const connection = createRedisConnection(ctx.redisUrl, 'producer');
+  const backend = await createRedisQueueBackend({ url: ctx.redisUrl, prefix: ctx.prefix });
   const dispatcher = createDispatcher({
-    connection,
-    prefix: ctx.prefix,
+    backend,
     handlers: createHandlerRegistry([createDemoHandler()]),
   });
   try {
@@ -74,7 +73,7 @@ export async function benchWorkerRss(ctx: BenchContext, organizationId: string):
   } finally {
     rss.stop();
     await dispatcher.close();
-    connection.disconnect();
+    await backend.close();
     await worker.stop();
   }
 }

@@ -2,20 +2,21 @@
  * Failed sign-ins per client address: wrong API keys on /v1 and wrong operator passwords on the
  * operator pages. Past OPSPAD_AUTH_FAILURE_LIMIT failures in a window, an address's credentials
  * are refused with 429 and Retry-After *before* they are checked, so a flood of wrong keys costs
- * one Redis read each and no database lookup, and a password cannot be guessed faster than the
+ * one counter read each and no database lookup, and a password cannot be guessed faster than the
  * limit. Only presented credentials count: a request without any (a browser asking for the
  * sign-in prompt) is answered 401 and costs nothing.
  *
  * The two surfaces count apart, so a broken API client on the operator's network does not lock
  * the operator out. The address is `req.ip`: the connection's, unless OPSPAD_TRUST_PROXY names
- * the proxies allowed to state it. Counts live in Redis (shared by every API process); if Redis
- * does not answer, sign-ins are checked as usual, as the per-key limiter lets requests through.
+ * the proxies allowed to state it. Counts live with the queue backend (Redis, or a table of the
+ * Postgres queue schema: shared by every API process); if they do not answer, sign-ins are
+ * checked as usual, as the per-key limiter lets requests through.
  */
 import type { Request, Response } from 'express';
-import type { Redis } from 'ioredis';
 import { AppError } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
-import { countInWindow, readWindow, throttledWarning, type Window, windowAt } from './window-counter.ts';
+import type { WindowCounter } from '../queue/backend.ts';
+import { throttledWarning, type Window, windowAt } from './window-counter.ts';
 
 export type AuthSurface = 'api' | 'operator';
 
@@ -26,18 +27,18 @@ export interface AuthFailureLimiter {
   recordFailure(surface: AuthSurface, req: Request): Promise<void>;
 }
 
-export function authFailureLimiter(redis: Redis, prefix: string, limit: Window, logger: Logger): AuthFailureLimiter {
+export function authFailureLimiter(counter: WindowCounter, limit: Window, logger: Logger): AuthFailureLimiter {
   const warn = throttledWarning((error) =>
     logger.warn({ err: error }, 'sign-in failure limiter unavailable; checking credentials without it'),
   );
-  const keyOf = (surface: AuthSurface, req: Request, index: number) =>
-    `${prefix}:authfail:${surface}:${req.ip ?? req.socket.remoteAddress ?? 'unknown'}:${index}`;
+  const keyOf = (surface: AuthSurface, req: Request) =>
+    `authfail:${surface}:${req.ip ?? req.socket.remoteAddress ?? 'unknown'}`;
   return {
     async refuseIfBlocked(surface, req, res) {
       const { index, retryAfterSeconds } = windowAt(limit, Date.now());
       let failures: number;
       try {
-        failures = await readWindow(redis, keyOf(surface, req, index));
+        failures = await counter.read(keyOf(surface, req), index);
       } catch (error) {
         warn(error);
         return;
@@ -54,7 +55,7 @@ export function authFailureLimiter(redis: Redis, prefix: string, limit: Window, 
     async recordFailure(surface, req) {
       const { index } = windowAt(limit, Date.now());
       try {
-        await countInWindow(redis, keyOf(surface, req, index), limit.windowMs);
+        await counter.increment(keyOf(surface, req), index, limit.windowMs * 2);
       } catch (error) {
         warn(error);
       }

@@ -1,18 +1,19 @@
 /**
- * Requests per API key, counted in Redis (fixed windows), so every API process shares one count.
- * Over the limit: 429 with Retry-After. If Redis does not answer, requests pass: losing the
- * limiter must not take the API down with it.
+ * Requests per API key, counted in fixed windows by the queue backend (Redis, or a table of the
+ * Postgres one), so every API process shares one count. Over the limit: 429 with Retry-After.
+ * If the counter does not answer, requests pass: losing the limiter must not take the API down
+ * with it.
  */
 import type { RequestHandler } from 'express';
-import type { Redis } from 'ioredis';
 import { AppError } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
+import type { WindowCounter } from '../queue/backend.ts';
 import { principalOf } from './auth.ts';
-import { countInWindow, throttledWarning, type Window, windowAt } from './window-counter.ts';
+import { throttledWarning, type Window, windowAt } from './window-counter.ts';
 
 export type RateLimit = Window;
 
-export function rateLimitPerKey(redis: Redis, prefix: string, limit: RateLimit, logger: Logger): RequestHandler {
+export function rateLimitPerKey(counter: WindowCounter, limit: RateLimit, logger: Logger): RequestHandler {
   const warn = throttledWarning((error) =>
     logger.warn({ err: error }, 'rate limiter unavailable; letting requests through'),
   );
@@ -21,7 +22,7 @@ export function rateLimitPerKey(redis: Redis, prefix: string, limit: RateLimit, 
     const { index, retryAfterSeconds } = windowAt(limit, Date.now());
     let count: number;
     try {
-      count = await countInWindow(redis, `${prefix}:ratelimit:${keyId}:${index}`, limit.windowMs);
+      count = await counter.increment(`ratelimit:${keyId}`, index, limit.windowMs * 2);
     } catch (error) {
       warn(error);
       next();

@@ -38,7 +38,9 @@ export async function startLocal(config: Config, logger: Logger, role: 'all' | '
     );
   }
   // Before the database: a missing Redis is the most common first-run problem; say so at once.
-  await assertRedisReachable(config.REDIS_URL);
+  if (config.OPSPAD_QUEUE_BACKEND === 'redis') {
+    await assertRedisReachable(config.REDIS_URL as string);
+  }
   const db = await openForCommand(config);
   const control = config.DATABASE_URL ? null : await listenLocalControl(config.OPSPAD_DATA_DIR, db);
   let opspad: Opspad;

@@ -9,6 +9,7 @@ import { type Config, ConfigError, loadConfig } from '../config/env.ts';
 import { stdoutLogSink, writeStderr } from '../log-sink.ts';
 import { createLogger, type Logger } from '../logger.ts';
 import { serveMcpOverStdio } from '../mcp/stdio.ts';
+import { migrateQueueBackend } from '../queue/open-queue-backend.ts';
 import type { ApiKeySummary, CreatedApiKey } from '../store/index.ts';
 import { isToolFormat, TOOL_FORMATS, toolsInFormat } from '../tools/formats.ts';
 import { type KeyCommand, keyCommandViaLocalControl, runKeyCommand } from './local-control.ts';
@@ -45,8 +46,8 @@ Commands:
   help                           Show this help.
 
 Configuration comes from the environment: DATABASE_URL (unset: embedded PGlite under
-OPSPAD_DATA_DIR, default ./.opspad), REDIS_URL, PORT, HOST, OPSPAD_HANDLERS and more; see
-README.md.`;
+OPSPAD_DATA_DIR, default ./.opspad), REDIS_URL (unset: the jobs live in Postgres too),
+OPSPAD_QUEUE_BACKEND, PORT, HOST, OPSPAD_HANDLERS and more; see README.md.`;
 
 /** Runs until SIGINT or SIGTERM, then shuts down within OPSPAD_SHUTDOWN_TIMEOUT and exits. */
 async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<void> {
@@ -324,8 +325,12 @@ export async function main(argv: string[]): Promise<number> {
         return await opsWatch(config, rest.slice(1));
       case 'migrate': {
         const db = await openForCommand(config);
-        await db.close();
-        process.stdout.write(`Migrations applied (${db.engine}).\n`);
+        try {
+          const queue = await migrateQueueBackend(config, db);
+          process.stdout.write(`Migrations applied (${db.engine}${queue ? `; queue: ${queue}` : ''}).\n`);
+        } finally {
+          await db.close();
+        }
         return 0;
       }
       case 'keys':

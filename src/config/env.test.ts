@@ -24,7 +24,7 @@ describe('loadConfig', () => {
       PORT: 3000,
       HOST: '127.0.0.1',
       OPSPAD_DATA_DIR: './.opspad',
-      REDIS_URL: 'redis://127.0.0.1:6379',
+      OPSPAD_QUEUE_BACKEND: 'postgres',
       OPSPAD_QUEUE_PREFIX: 'opspad',
       OPSPAD_MAX_ITEMS: 1_000_000,
       OPSPAD_MAX_BODY_BYTES: 64 * 1024 * 1024,
@@ -60,6 +60,20 @@ describe('loadConfig', () => {
       OPSPAD_STREAM_KEY_CHECK: 5_000,
     });
     expect(loadConfig({}).DATABASE_URL).toBeUndefined();
+    expect(loadConfig({}).REDIS_URL).toBeUndefined();
+  });
+
+  it('keeps the jobs in Redis when REDIS_URL is set, in Postgres otherwise, or where OPSPAD_QUEUE_BACKEND says', () => {
+    const url = 'redis://cache.internal:6380';
+    expect(loadConfig({ REDIS_URL: url })).toMatchObject({ OPSPAD_QUEUE_BACKEND: 'redis', REDIS_URL: url });
+    expect(loadConfig({}).OPSPAD_QUEUE_BACKEND).toBe('postgres');
+    expect(loadConfig({ OPSPAD_QUEUE_BACKEND: 'redis' })).toMatchObject({
+      OPSPAD_QUEUE_BACKEND: 'redis',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+    });
+    expect(loadConfig({ OPSPAD_QUEUE_BACKEND: 'postgres', REDIS_URL: url }).OPSPAD_QUEUE_BACKEND).toBe('postgres');
+    const error = configErrorOf({ OPSPAD_QUEUE_BACKEND: 'kafka' });
+    expect(error.message).toContain('OPSPAD_QUEUE_BACKEND: must be redis or postgres (got "kafka")');
   });
 
   it('reads durations with units and lists separated by commas', () => {
@@ -156,7 +170,8 @@ describe('loadConfig', () => {
     expect(config.PORT).toBe(3000);
     expect(config.DATABASE_URL).toBeUndefined();
     expect(config.OPSPAD_LOG_LEVEL).toBe('info');
-    expect(config.REDIS_URL).toBe('redis://127.0.0.1:6379');
+    expect(config.REDIS_URL).toBeUndefined();
+    expect(config.OPSPAD_QUEUE_BACKEND).toBe('postgres');
   });
 
   it('reads the webhook allow list and rotation grace, naming a bad allow entry', () => {

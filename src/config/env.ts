@@ -104,13 +104,21 @@ const trustProxy = z
     return parts;
   });
 
+export const QUEUE_BACKENDS = ['redis', 'postgres'] as const;
+export type QueueBackendKind = (typeof QUEUE_BACKENDS)[number];
+/** The Redis of `OPSPAD_QUEUE_BACKEND=redis` without a REDIS_URL. */
+export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+
 export const EnvSchema = z.object({
   PORT: port.default(3000),
   HOST: z.string().trim().min(1).default('127.0.0.1'),
   /** Unset: an embedded PGlite database under OPSPAD_DATA_DIR. */
   DATABASE_URL: url(['postgres:', 'postgresql:']).optional(),
   OPSPAD_DATA_DIR: z.string().trim().min(1).default('./.opspad'),
-  REDIS_URL: url(['redis:', 'rediss:']).default('redis://127.0.0.1:6379'),
+  /** Unset (and OPSPAD_QUEUE_BACKEND unset): jobs live in Postgres, not Redis. */
+  REDIS_URL: url(['redis:', 'rediss:']).optional(),
+  /** Where BullMQ keeps jobs; unset: `redis` when REDIS_URL is set, else `postgres`. */
+  OPSPAD_QUEUE_BACKEND: z.enum(QUEUE_BACKENDS, { error: `must be ${QUEUE_BACKENDS.join(' or ')}` }).optional(),
   OPSPAD_QUEUE_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'use 1 to 64 letters, digits, dot, dash or underscore')
@@ -201,7 +209,22 @@ export const EnvSchema = z.object({
   OPSPAD_API_KEY: z.string().min(1).optional(),
 });
 
-export type Config = z.infer<typeof EnvSchema>;
+/**
+ * The parsed environment, with the queue backend decided: the one named, else Redis when
+ * REDIS_URL is set (as before it became optional), else Postgres, which needs nothing more.
+ */
+export type Config = Omit<z.infer<typeof EnvSchema>, 'OPSPAD_QUEUE_BACKEND'> & {
+  OPSPAD_QUEUE_BACKEND: QueueBackendKind;
+};
+
+function withQueueBackend(env: z.infer<typeof EnvSchema>): Config {
+  const backend = env.OPSPAD_QUEUE_BACKEND ?? (env.REDIS_URL ? 'redis' : 'postgres');
+  return {
+    ...env,
+    OPSPAD_QUEUE_BACKEND: backend,
+    REDIS_URL: env.REDIS_URL ?? (backend === 'redis' ? DEFAULT_REDIS_URL : undefined),
+  };
+}
 
 /** Thrown when the environment is invalid; the message names every bad variable. */
 export class ConfigError extends Error {
@@ -231,7 +254,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     .map((name) => `${name}: ${REMOVED_VARIABLES[name]}`);
   const parsed = EnvSchema.safeParse(present);
   if (parsed.success && removed.length === 0) {
-    return parsed.data;
+    return withQueueBackend(parsed.data);
   }
   throw new ConfigError([
     ...removed,

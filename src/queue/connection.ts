@@ -20,7 +20,7 @@ export function createRedisConnection(url: string, role: RedisRole): Redis {
   return redis;
 }
 
-function redactedUrl(url: string): string {
+export function redactedUrl(url: string): string {
   try {
     const parsed = new URL(url);
     if (parsed.password) {
@@ -68,7 +68,7 @@ export async function assertRedisReachable(url: string, timeoutMs = 3000): Promi
   } catch (error) {
     const reason = (lastError ?? error) instanceof Error ? ((lastError ?? error) as Error).message : String(error);
     throw new Error(
-      `Redis at ${redactedUrl(url)} is not reachable (${reason}). opspad dispatches background work through Redis: start it (e.g. redis-server) or set REDIS_URL.`,
+      `Redis at ${redactedUrl(url)} is not reachable (${reason}). The queue backend is Redis (REDIS_URL or OPSPAD_QUEUE_BACKEND=redis is set): start it (e.g. redis-server), or set REDIS_URL to one that runs, or unset both to keep the jobs in Postgres.`,
     );
   } finally {
     redis.disconnect();

@@ -4,12 +4,12 @@
  * lane's next job at the back of the queue. Jobs of many operations interleave in one queue, so a
  * small operation never waits for a large one to finish.
  */
-import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { Queue } from 'bullmq';
 import type { OperationRecord } from '../domain/operation.ts';
 import { remainingOf } from '../domain/operation.ts';
 import type { HandlerRegistry } from '../handlers/registry.ts';
 import type { Logger } from '../logger.ts';
+import type { QueueBackend } from './backend.ts';
 import {
   batchQueueName,
   RUN_BATCH_JOB,
@@ -18,7 +18,6 @@ import {
   runBatchJobId,
 } from './catalog.ts';
 import { logQueueErrors } from './connection.ts';
-import { announceArrival } from './fair-share.ts';
 
 /** Job states in which a job will still run: a lane with such a job is alive. */
 const LIVE_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'waiting-children'] as const;
@@ -36,19 +35,14 @@ export interface Dispatcher {
 }
 
 export function createDispatcher(options: {
-  connection: Redis;
-  prefix: string;
+  backend: QueueBackend;
   handlers: HandlerRegistry;
   /** Where queue connection errors go (without one, they are dropped: Redis is retried). */
   logger?: Logger;
 }): Dispatcher {
   const queues = new Map<string, Queue>();
   for (const type of options.handlers.types) {
-    const queue = new Queue(batchQueueName(type), {
-      connection: options.connection,
-      prefix: options.prefix,
-      defaultJobOptions: RUN_BATCH_JOB_OPTIONS,
-    });
+    const queue = options.backend.createQueue(batchQueueName(type), { defaultJobOptions: RUN_BATCH_JOB_OPTIONS });
     logQueueErrors(queue, options.logger);
     queues.set(type, queue);
   }
@@ -85,7 +79,7 @@ export function createDispatcher(options: {
       }));
       const queue = queueFor(operation.operation_type);
       // Before the jobs are queued, so no worker decides on a fair share without this operation.
-      await announceArrival(options.connection, options.prefix, operation.operation_type);
+      await options.backend.fairShare(operation.operation_type).announceArrival();
       await queue.addBulk(
         steps.map((step) => ({ name: RUN_BATCH_JOB, data: step, opts: { jobId: runBatchJobId(step) } })),
       );

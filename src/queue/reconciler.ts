@@ -1,3 +1,18 @@
+/**
+ * Postgres is the source of truth; the queue (Redis, or BullMQ's tables in Postgres) only
+ * dispatches. The reconciler makes the queue agree with opspad's tables again, at start and then
+ * on an interval:
+ * - an active background operation with no live job of its current lane generation (Redis was
+ *   flushed or restarted without persistence, the queue schema emptied or restored from an older
+ *   backup, a job failed for good) gets a new generation;
+ * - expired leases go back to pending, so a crashed worker's items are handed out again;
+ * - an operation whose items are all recorded but which is still active is completed;
+ * - paused operations untouched for OPSPAD_PAUSED_TTL are cancelled (event `expired`).
+ *
+ * It runs on a timer in every worker process rather than as a BullMQ job: it must keep working
+ * when the queue has lost everything, its own schedule included. A Postgres advisory lock makes one
+ * process do each pass.
+ */
 import { remainingOf } from '../domain/operation.ts';
 import type { HandlerRegistry } from '../handlers/registry.ts';
 import type { Logger } from '../logger.ts';
@@ -38,7 +53,7 @@ export interface ReconcilerOptions {
   pausedTtlMs: number;
   /** This deployment's BullMQ prefix: only its own operations are reconciled. */
   queuePrefix: string;
-  /** Re-creates Redis-held job schedulers (a flushed Redis loses them). */
+  /** Re-creates the queue's job schedulers (a flushed Redis loses them). */
   ensureSchedulers?: () => Promise<void>;
 }
 

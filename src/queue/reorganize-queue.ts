@@ -4,12 +4,12 @@
  * The sweep only hands out jobs — pads changed since their last reorganization, a bounded batch
  * at a time — so a slow model never holds it up.
  */
-import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { type Job, type Queue, UnrecoverableError, type Worker } from 'bullmq';
 import { z } from 'zod';
 import type { Logger } from '../logger.ts';
 import { type ReorganizeDeps, reorganizeScratchpad } from '../reorganizer/reorganize.ts';
 import { type ConversationScope, listPadsToReorganizeAllOrganizations } from '../store/index.ts';
+import type { QueueBackend } from './backend.ts';
 import { logQueueErrors } from './connection.ts';
 
 export const REORGANIZE_QUEUE = 'reorganize';
@@ -26,7 +26,7 @@ export interface ReorganizeQueue {
   readonly queue: Queue;
   /** Adds a job for the pad at `version`; one per version, however often it is asked. */
   enqueue(scope: ConversationScope, version: number, reason: string): Promise<void>;
-  /** Creates or updates the sweep's job scheduler (idempotent; Redis may have lost it). */
+  /** Creates or updates the sweep's job scheduler (idempotent; the queue backend may have lost it). */
   ensureScheduler(): Promise<void>;
   close(): Promise<void>;
 }
@@ -36,15 +36,8 @@ export interface SweepSchedule {
   everyMs: number;
 }
 
-export function createReorganizeQueue(
-  connection: Redis,
-  prefix: string,
-  schedule: SweepSchedule,
-  logger: Logger,
-): ReorganizeQueue {
-  const queue = new Queue(REORGANIZE_QUEUE, {
-    connection,
-    prefix,
+export function createReorganizeQueue(backend: QueueBackend, schedule: SweepSchedule, logger: Logger): ReorganizeQueue {
+  const queue = backend.createQueue(REORGANIZE_QUEUE, {
     defaultJobOptions: {
       attempts: 3,
       backoff: { type: 'exponential', delay: 5000 },
@@ -84,14 +77,13 @@ export async function sweepPads(deps: ReorganizeDeps, queue: ReorganizeQueue, ba
 }
 
 export function startReorganizeWorker(options: {
-  connection: Redis;
-  prefix: string;
+  backend: QueueBackend;
   deps: ReorganizeDeps;
   queue: ReorganizeQueue;
   sweepBatch: number;
   logger: Logger;
 }): Worker {
-  const worker = new Worker(
+  const worker = options.backend.createWorker(
     REORGANIZE_QUEUE,
     async (job: Job, _token?: string, signal?: AbortSignal) => {
       if (job.name === REORGANIZE_SWEEP_JOB) {
@@ -108,7 +100,7 @@ export function startReorganizeWorker(options: {
       await job.log(`${outcome.status}${outcome.version ? ` → version ${outcome.version}` : ''}`);
       return outcome;
     },
-    { connection: options.connection, prefix: options.prefix, concurrency: 4 },
+    { concurrency: 4 },
   );
   worker.on('failed', (job, error) => options.logger.error({ err: error, job_id: job?.id }, 'reorganize job failed'));
   worker.on('error', (error) => options.logger.warn({ err: error }, 'reorganize worker error'));

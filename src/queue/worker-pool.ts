@@ -1,20 +1,17 @@
 /**
  * The BullMQ workers of one process: one per registered operation type, each with the type's
  * concurrency and rate limit, sharing the type's slots fairly between organizations across the
- * fleet (fair-share.ts). Many such processes, on many machines, share one Redis and one
+ * fleet (fair-share.ts). Many such processes, on many machines, share one queue backend and one
  * Postgres; leases in Postgres keep any item from being handled by two of them at once.
  */
 import { randomUUID } from 'node:crypto';
-import { Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { HandlerRegistry } from '../handlers/registry.ts';
 import { HANDLER_DEFAULTS } from '../handlers/registry.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Database } from '../store/index.ts';
+import type { QueueBackend } from './backend.ts';
 import { batchQueueName } from './catalog.ts';
-import { createRedisConnection } from './connection.ts';
-import { subscribeStops } from './control-channel.ts';
 import type { Dispatcher } from './dispatcher.ts';
 import { createFairShare, type FairShare } from './fair-share.ts';
 import { createRunBatchProcessor } from './processors/run-batch.ts';
@@ -26,8 +23,9 @@ export interface WorkerPoolOptions {
   dispatcher: Dispatcher;
   logger: Logger;
   metrics: Metrics;
-  redisUrl: string;
-  prefix: string;
+  backend: QueueBackend;
+  /** This deployment's OPSPAD_QUEUE_PREFIX (the fair share counts only its own operations). */
+  queuePrefix: string;
   leaseTtlMs: number;
   jobLockTtlMs: number;
   /** A batch's time budget (OPSPAD_BATCH_TIMEOUT), unless its handler sets `batchTimeoutMs`. */
@@ -47,14 +45,10 @@ export interface WorkerPool {
 
 export async function startWorkerPool(options: WorkerPoolOptions): Promise<WorkerPool> {
   const stops = createStopSignals();
-  const connections: Redis[] = [];
-  const subscriber = createRedisConnection(options.redisUrl, 'worker');
-  connections.push(subscriber);
-  await subscribeStops(subscriber, options.prefix, (message) => stops.stop(message.operation_id, message.reason));
+  const subscription = await options.backend.control.subscribe((message) =>
+    stops.stop(message.operation_id, message.reason),
+  );
 
-  // Commands of the fair share (never a blocking connection: BullMQ's workers block on theirs).
-  const fairConnection = createRedisConnection(options.redisUrl, 'worker');
-  connections.push(fairConnection);
   const workerId = randomUUID();
   const fairShares = new Map<string, FairShare>();
   for (const type of options.handlers.types) {
@@ -67,10 +61,10 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     fairShares.set(
       type,
       createFairShare({
-        redis: fairConnection,
+        store: options.backend.fairShare(type),
         queue,
         db: options.db,
-        prefix: options.prefix,
+        prefix: options.queuePrefix,
         operationType: type,
         slots: handler?.concurrency ?? HANDLER_DEFAULTS.concurrency,
         batchSize: handler?.batchSize,
@@ -98,12 +92,8 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
 
   const workers = options.handlers.types.map((type) => {
     const handler = options.handlers.get(type);
-    const connection = createRedisConnection(options.redisUrl, 'worker');
-    connections.push(connection);
     const rate = handler?.rateLimit;
-    const worker = new Worker(batchQueueName(type), processor, {
-      connection,
-      prefix: options.prefix,
+    const worker = options.backend.createWorker(batchQueueName(type), processor, {
       concurrency: handler?.concurrency ?? HANDLER_DEFAULTS.concurrency,
       // A job is one batch: the limiter counts batches of the handler's fixed batch size.
       ...(rate && handler?.batchSize
@@ -136,9 +126,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
         await Promise.all(workers.map((worker) => worker.close()));
         clearTimeout(timer);
         await Promise.all([...fairShares.values()].map((fair) => fair.close()));
-        for (const connection of connections) {
-          connection.disconnect();
-        }
+        await subscription.close();
       })();
       return closing;
     },

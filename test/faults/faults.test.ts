@@ -6,15 +6,23 @@
  * rows, nothing recorded twice. Each prints one line:
  * `scenario items kills/restarts lost=0 duplicates=0 seconds`.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
+import type { QueueBackendKind } from '../../src/config/env.ts';
 import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
 import { closeCountingClient, countingHandler, sideEffects } from '../fixtures/counting-handler.ts';
-import { type Harness, harnessPrefix, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import {
+  type Harness,
+  harnessPrefix,
+  ids,
+  QUEUE_BACKENDS,
+  queueEnv,
+  startHarness,
+  type Tenant,
+} from '../helpers/harness.ts';
+import { type PrivateRedis, startPrivateRedis } from '../helpers/private-redis.ts';
 import { killAllChildren, type Spawned, startWorker } from '../helpers/processes.ts';
 import { testKey } from '../helpers/redis.ts';
 import { eventually } from '../helpers/wait.ts';
@@ -54,48 +62,11 @@ async function freshDatabase(): Promise<string> {
   return url.toString();
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** A private redis-server on a spare loopback port — never the machine's shared one. */
-async function privateRedis(): Promise<{ url: string; stop(): Promise<void>; start(): Promise<void> }> {
-  const port = await freePort();
-  let server: ChildProcess | undefined;
-  const start = async () => {
-    server = spawn(
-      'redis-server',
-      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-      {
-        stdio: 'ignore',
-      },
-    );
-    const probe = new Redis(port, '127.0.0.1', { lazyConnect: true, retryStrategy: () => 50, maxRetriesPerRequest: 0 });
-    probe.on('error', () => {});
-    await eventually(async () => ((await probe.ping().catch(() => undefined)) === 'PONG' ? true : undefined), {
-      what: 'the private redis-server',
-      timeoutMs: 10_000,
-    });
-    probe.disconnect();
-  };
-  const stop = async () => {
-    const running = server;
-    if (running && running.exitCode === null) {
-      const exited = new Promise((resolve) => running.once('exit', resolve));
-      running.kill('SIGKILL');
-      await exited;
-    }
-  };
-  await start();
-  cleanups.push(stop);
-  return { url: `redis://127.0.0.1:${port}`, stop, start };
+/** A private redis-server (see test/helpers/private-redis.ts), stopped after the scenario. */
+async function privateRedis(): Promise<PrivateRedis> {
+  const redis = await startPrivateRedis();
+  cleanups.push(redis.stop);
+  return redis;
 }
 
 interface Scenario {
@@ -109,15 +80,21 @@ interface Scenario {
   startWorkers(count: number, env?: Record<string, string>): Promise<void>;
 }
 
-/** An API (in this process, no workers) and `workers` worker processes on fresh resources. */
-async function scenario(options: { redisUrl?: string } = {}): Promise<Scenario> {
+/**
+ * An API (in this process, no workers) and `workers` worker processes on fresh resources, the
+ * jobs in Redis (the run's, or `redisUrl`) or, with `queue` postgres, in the scenario's database.
+ */
+async function scenario(options: { redisUrl?: string; queue?: QueueBackendKind } = {}): Promise<Scenario> {
   const databaseUrl = await freshDatabase();
+  const queue = options.queue ?? 'redis';
   const redisUrl = options.redisUrl ?? inject('redisUrl');
+  const queueSettings = queue === 'redis' ? { REDIS_URL: redisUrl } : queueEnv('postgres');
   const prefix = harnessPrefix();
   const harness = await startHarness('postgres', {
     databaseUrl,
+    queue,
     handlers: [countingHandler],
-    env: { REDIS_URL: redisUrl, OPSPAD_QUEUE_PREFIX: prefix },
+    env: { ...queueSettings, OPSPAD_QUEUE_PREFIX: prefix },
   });
   cleanups.push(() => harness.close());
   const tenant = await harness.newTenant();
@@ -134,12 +111,12 @@ async function scenario(options: { redisUrl?: string } = {}): Promise<Scenario> 
     async startWorkers(count, env = {}) {
       for (let i = 0; i < count; i++) {
         workers.push(
-          await startWorker(`worker-${++started}`, prefix, {
-            DATABASE_URL: databaseUrl,
-            REDIS_URL: redisUrl,
-            SIDEFX_REDIS_URL: inject('redisUrl'),
-            ...env,
-          }),
+          await startWorker(
+            `worker-${++started}`,
+            prefix,
+            { DATABASE_URL: databaseUrl, ...queueSettings, SIDEFX_REDIS_URL: inject('redisUrl'), ...env },
+            queue,
+          ),
         );
       }
     },
@@ -248,39 +225,51 @@ function report(
 // ─── Scenarios ────────────────────────────────────────────────────────────────────────────────
 
 describe('fault injection', () => {
-  it('survives repeated SIGKILLs of worker processes (3 workers, at least 5 kills, 20,000 items)', async () => {
-    const started = Date.now();
-    const s = await scenario();
-    await s.startWorkers(3);
-    // ~10 ms an item keeps the run long enough for every kill to land mid-operation.
-    const operationId = await createCounting(s, 20_000, { latency_ms: 10 });
-    const replacements: Promise<void>[] = [];
-    let kills = 0;
-    // A kill every 2,000 recorded items: 5 to 9 kills, each in the middle of some batches.
-    for (let mark = 1500; mark < 20_000 && kills < 9; mark += 2000) {
-      const reached = await eventually(async () => ((await recordedSoFar(s, operationId)) >= mark ? true : undefined), {
-        timeoutMs: RUN_TIMEOUT_MS,
-        what: `${mark} items recorded`,
-      });
-      if (!reached || (await recordedSoFar(s, operationId)) >= 20_000) {
-        break;
+  it.each(QUEUE_BACKENDS)(
+    'survives repeated SIGKILLs of worker processes (%s queue, 3 workers, at least 5 kills, 20,000 items)',
+    async (queue) => {
+      const started = Date.now();
+      const s = await scenario({ queue });
+      await s.startWorkers(3);
+      // ~10 ms an item keeps the run long enough for every kill to land mid-operation.
+      const operationId = await createCounting(s, 20_000, { latency_ms: 10 });
+      const replacements: Promise<void>[] = [];
+      let kills = 0;
+      // A kill every 2,000 recorded items: 5 to 9 kills, each in the middle of some batches.
+      for (let mark = 1500; mark < 20_000 && kills < 9; mark += 2000) {
+        const reached = await eventually(
+          async () => ((await recordedSoFar(s, operationId)) >= mark ? true : undefined),
+          {
+            timeoutMs: RUN_TIMEOUT_MS,
+            what: `${mark} items recorded`,
+          },
+        );
+        if (!reached || (await recordedSoFar(s, operationId)) >= 20_000) {
+          break;
+        }
+        const victim = s.workers.find((w) => w.exit === undefined);
+        if (!victim) {
+          continue;
+        }
+        victim.process.kill('SIGKILL');
+        await victim.waitForExit();
+        kills++;
+        // The replacement starts in the background: the others keep working meanwhile.
+        replacements.push(s.startWorkers(1));
       }
-      const victim = s.workers.find((w) => w.exit === undefined);
-      if (!victim) {
-        continue;
-      }
-      victim.process.kill('SIGKILL');
-      await victim.waitForExit();
-      kills++;
-      // The replacement starts in the background: the others keep working meanwhile.
-      replacements.push(s.startWorkers(1));
-    }
-    await Promise.all(replacements);
-    await waitForEnd(s, operationId);
-    expect(kills).toBeGreaterThanOrEqual(5);
-    const result = await audit(s, operationId, 20_000);
-    report('sigkill_workers', 20_000, `kills=${kills}`, result, started);
-  });
+      await Promise.all(replacements);
+      await waitForEnd(s, operationId);
+      expect(kills).toBeGreaterThanOrEqual(5);
+      const result = await audit(s, operationId, 20_000);
+      report(
+        queue === 'redis' ? 'sigkill_workers' : 'sigkill_workers_pgqueue',
+        20_000,
+        `kills=${kills}`,
+        result,
+        started,
+      );
+    },
+  );
 
   it('survives Redis stopping, starting again empty, and being flushed mid-operation', async () => {
     const started = Date.now();
@@ -312,34 +301,44 @@ describe('fault injection', () => {
     report('redis_restart_flush', 6000, `restarts=${restarts}`, result, started);
   });
 
-  it('survives its Postgres connections being cut again and again for several seconds', async () => {
-    const started = Date.now();
-    const s = await scenario();
-    await s.startWorkers(2);
-    const operationId = await createCounting(s, 6000, { latency_ms: 3 });
-    await eventually(async () => ((await recordedSoFar(s, operationId)) >= 500 ? true : undefined), {
-      timeoutMs: RUN_TIMEOUT_MS,
-      what: '500 items recorded',
-    });
-    const database = new URL(s.databaseUrl).pathname.slice(1);
-    const admin = new pg.Client({ connectionString: inject('databaseUrl') });
-    await admin.connect();
-    let cuts = 0;
-    const until = Date.now() + 5000;
-    while (Date.now() < until) {
-      const result = await admin.query(
-        'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
-        [database],
+  // With the jobs in Postgres, the cuts hit the queue as well: BullMQ's pool and LISTEN connection.
+  it.each(QUEUE_BACKENDS)(
+    'survives its Postgres connections being cut again and again for several seconds (%s queue)',
+    async (queue) => {
+      const started = Date.now();
+      const s = await scenario({ queue });
+      await s.startWorkers(2);
+      const operationId = await createCounting(s, 6000, { latency_ms: 3 });
+      await eventually(async () => ((await recordedSoFar(s, operationId)) >= 500 ? true : undefined), {
+        timeoutMs: RUN_TIMEOUT_MS,
+        what: '500 items recorded',
+      });
+      const database = new URL(s.databaseUrl).pathname.slice(1);
+      const admin = new pg.Client({ connectionString: inject('databaseUrl') });
+      await admin.connect();
+      let cuts = 0;
+      const until = Date.now() + 5000;
+      while (Date.now() < until) {
+        const result = await admin.query(
+          'SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+          [database],
+        );
+        cuts += Number(result.rows[0]?.n ?? 0);
+        await new Promise((resolve) => setTimeout(resolve, 250)); // the cadence of the cuts
+      }
+      await admin.end();
+      await waitForEnd(s, operationId);
+      const result = await audit(s, operationId, 6000);
+      expect(cuts).toBeGreaterThan(0);
+      report(
+        queue === 'redis' ? 'postgres_cut' : 'postgres_cut_pgqueue',
+        6000,
+        `connections_cut=${cuts}`,
+        result,
+        started,
       );
-      cuts += Number(result.rows[0]?.n ?? 0);
-      await new Promise((resolve) => setTimeout(resolve, 250)); // the cadence of the cuts
-    }
-    await admin.end();
-    await waitForEnd(s, operationId);
-    const result = await audit(s, operationId, 6000);
-    expect(cuts).toBeGreaterThan(0);
-    report('postgres_cut', 6000, `connections_cut=${cuts}`, result, started);
-  });
+    },
+  );
 
   it('records a batch delivered twice (a frozen worker and its job retried) once, and a replayed update once', async () => {
     const started = Date.now();

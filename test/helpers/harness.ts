@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
-import { loadConfig } from '../../src/config/env.ts';
+import { loadConfig, type QueueBackendKind } from '../../src/config/env.ts';
 import type { Handler } from '../../src/handlers/types.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createOpspad, type Opspad } from '../../src/main.ts';
@@ -19,6 +19,13 @@ import {
 
 export type Engine = 'postgres' | 'pglite';
 export const ENGINES: readonly Engine[] = ['postgres', 'pglite'];
+/** Where the jobs live: the suites of background work run on each. */
+export const QUEUE_BACKENDS: readonly QueueBackendKind[] = ['redis', 'postgres'];
+
+/** The environment that puts an opspad on `queue`: the run's Redis, or Postgres and no Redis at all. */
+export function queueEnv(queue: QueueBackendKind): Record<string, string> {
+  return queue === 'redis' ? { REDIS_URL: inject('redisUrl') } : { OPSPAD_QUEUE_BACKEND: 'postgres' };
+}
 
 export async function openTestDatabase(engine: Engine, databaseUrl?: string): Promise<OpspadDatabase> {
   if (engine === 'postgres') {
@@ -53,6 +60,8 @@ export interface Tenant {
 
 export interface Harness {
   url: string;
+  /** Its OPSPAD_QUEUE_PREFIX (a worker harness given the same one shares its queues). */
+  prefix: string;
   db: OpspadDatabase;
   service: Opspad;
   /** Basic-auth header value for the operator pages. */
@@ -70,6 +79,8 @@ export interface HarnessOptions {
   eventsPollMs?: number;
   /** Postgres only: a (migrated) database other than the run's. */
   databaseUrl?: string;
+  /** Where the jobs live (default redis). */
+  queue?: QueueBackendKind;
 }
 
 /** A BullMQ prefix of its own for each harness, under the run's prefix (removed at the end). */
@@ -83,7 +94,9 @@ export async function startHarness(engine: Engine, options: HarnessOptions = {})
     PORT: '0',
     HOST: '127.0.0.1',
     OPSPAD_LOG_LEVEL: 'silent',
-    REDIS_URL: inject('redisUrl'),
+    ...queueEnv(options.queue ?? 'redis'),
+    // The database the harness opened: the Postgres queue backend runs on the same server.
+    ...(engine === 'postgres' ? { DATABASE_URL: options.databaseUrl ?? inject('databaseUrl') } : {}),
     OPSPAD_QUEUE_PREFIX: harnessPrefix(),
     OPSPAD_ADMIN_PASSWORD: 'test-admin-password',
     // The scheduled sweep reorganizes every organization's changed pads; test files share one
@@ -107,6 +120,7 @@ export async function startHarness(engine: Engine, options: HarnessOptions = {})
   };
   return {
     url: baseUrl,
+    prefix: config.OPSPAD_QUEUE_PREFIX,
     db,
     service,
     adminAuthorization: `Basic ${Buffer.from(`admin:${config.OPSPAD_ADMIN_PASSWORD}`).toString('base64')}`,

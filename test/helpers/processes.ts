@@ -8,6 +8,7 @@ import { EventEmitter } from 'node:events';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
+import type { QueueBackendKind } from '../../src/config/env.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
@@ -182,11 +183,21 @@ export const WORKER_SETTINGS = {
   OPSPAD_LOG_LEVEL: 'info',
 };
 
-/** `opspad worker` on the run's database and Redis under `prefix`; resolves once it takes jobs. */
-export async function startWorker(name: string, prefix: string, env: Record<string, string> = {}): Promise<Spawned> {
+/**
+ * `opspad worker` on the run's database, its jobs under `prefix` in the run's Redis or (with
+ * `queue` postgres) in Postgres with no REDIS_URL at all; resolves once it takes jobs. The
+ * counting handler's side effects go to the run's Redis either way.
+ */
+export async function startWorker(
+  name: string,
+  prefix: string,
+  env: Record<string, string> = {},
+  queue: QueueBackendKind = 'redis',
+): Promise<Spawned> {
   const worker = spawnOpspad(name, ['worker'], {
     DATABASE_URL: inject('databaseUrl'),
-    REDIS_URL: inject('redisUrl'),
+    ...(queue === 'redis' ? { REDIS_URL: inject('redisUrl') } : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
+    SIDEFX_REDIS_URL: inject('redisUrl'),
     OPSPAD_QUEUE_PREFIX: prefix,
     OPSPAD_HANDLERS: COUNTING_HANDLER,
     ...WORKER_SETTINGS,

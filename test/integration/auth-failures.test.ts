@@ -10,8 +10,10 @@ import type { Request, Response } from 'express';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authFailureLimiter } from '../../src/api/auth-failures.ts';
+import type { QueueBackendKind } from '../../src/config/env.ts';
 import { createLogger } from '../../src/logger.ts';
-import { type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
+import { redisWindowCounter } from '../../src/queue/redis-counters.ts';
+import { type Harness, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type RawClient, type RawResponse, rawClient } from '../helpers/raw-http.ts';
 
 const LIMIT = 3;
@@ -26,8 +28,8 @@ function expectLimited(response: RawResponse, label: string) {
 }
 
 /** A harness with the limit, counting the key lookups its database is asked for. */
-async function limitedHarness(env: Record<string, string>) {
-  const harness = await startHarness('postgres', { env: { OPSPAD_AUTH_FAILURE_LIMIT: `${LIMIT}/1m`, ...env } });
+async function limitedHarness(env: Record<string, string>, queue: QueueBackendKind = 'redis') {
+  const harness = await startHarness('postgres', { queue, env: { OPSPAD_AUTH_FAILURE_LIMIT: `${LIMIT}/1m`, ...env } });
   const counter = { lookups: 0 };
   const query = harness.db.query.bind(harness.db);
   harness.db.query = ((text: string, params?: readonly unknown[]) => {
@@ -39,69 +41,73 @@ async function limitedHarness(env: Record<string, string>) {
   return { harness, counter, client: rawClient(harness.url), tenant: await harness.newTenant() };
 }
 
-describe('failed sign-ins per address, behind a trusted proxy (postgres)', () => {
-  let harness: Harness;
-  let client: RawClient;
-  let tenant: Tenant;
-  let counter: { lookups: number };
+// Counted in Redis, or in the Postgres queue schema with no Redis at all.
+describe.each(QUEUE_BACKENDS)(
+  'failed sign-ins per address, behind a trusted proxy (postgres database, %s queue)',
+  (queue) => {
+    let harness: Harness;
+    let client: RawClient;
+    let tenant: Tenant;
+    let counter: { lookups: number };
 
-  beforeAll(async () => {
-    ({ harness, client, tenant, counter } = await limitedHarness({ OPSPAD_TRUST_PROXY: 'loopback' }));
-  });
-  afterAll(async () => {
-    client?.close();
-    await harness?.close();
-  });
-
-  /** A request from client `address`, as the proxy on loopback states it. */
-  const api = (key: string, address: string) =>
-    client.send({
-      method: 'GET',
-      path: '/v1/tools',
-      headers: { authorization: `Bearer ${key}`, 'x-forwarded-for': address },
+    beforeAll(async () => {
+      ({ harness, client, tenant, counter } = await limitedHarness({ OPSPAD_TRUST_PROXY: 'loopback' }, queue));
     });
-  const board = (authorization: string | undefined, address: string) =>
-    client.send({
-      method: 'GET',
-      path: '/admin/queues/api/queues',
-      headers: { ...(authorization ? { authorization } : {}), 'x-forwarded-for': address },
+    afterAll(async () => {
+      client?.close();
+      await harness?.close();
     });
 
-  it('refuses wrong keys past the limit before looking them up, and a right key from there too', async () => {
-    const address = '198.51.100.7';
-    expect((await api(tenant.apiKey, address)).status).toBe(200);
-    const start = counter.lookups;
-    for (let i = 0; i < LIMIT; i++) {
-      expect((await api(`opk_wrong-${randomUUID()}`, address)).status).toBe(401);
-    }
-    // Each of those was looked up (the count sees lookups); from now on, none is.
-    expect(counter.lookups).toBe(start + LIMIT);
-    const before = counter.lookups;
-    for (let i = 0; i < 5; i++) {
-      expectLimited(await api(`opk_wrong-${randomUUID()}`, address), `wrong key ${i}`);
-    }
-    expectLimited(await api(tenant.apiKey, address), 'right key');
-    expect(counter.lookups, 'key lookups once limited').toBe(before);
-    // Another client behind the same proxy has a count of its own.
-    expect((await api(tenant.apiKey, '198.51.100.70')).status).toBe(200);
-  });
+    /** A request from client `address`, as the proxy on loopback states it. */
+    const api = (key: string, address: string) =>
+      client.send({
+        method: 'GET',
+        path: '/v1/tools',
+        headers: { authorization: `Bearer ${key}`, 'x-forwarded-for': address },
+      });
+    const board = (authorization: string | undefined, address: string) =>
+      client.send({
+        method: 'GET',
+        path: '/admin/queues/api/queues',
+        headers: { ...(authorization ? { authorization } : {}), 'x-forwarded-for': address },
+      });
 
-  it('counts operator passwords apart from API keys, and never a request without credentials', async () => {
-    const address = '198.51.100.8';
-    for (let i = 0; i < LIMIT * 3; i++) {
-      // What a browser sends first, to be asked for a password.
-      expect((await board(undefined, address)).status).toBe(401);
-    }
-    expect((await board(harness.adminAuthorization, address)).status).toBe(200);
-    for (let i = 0; i < LIMIT; i++) {
-      expect((await board(wrongPassword, address)).status).toBe(401);
-    }
-    expectLimited(await board(wrongPassword, address), 'wrong password');
-    expectLimited(await board(harness.adminAuthorization, address), 'right password');
-    // The API from the same address is not locked by the operator's typos.
-    expect((await api(tenant.apiKey, address)).status).toBe(200);
-  });
-});
+    it('refuses wrong keys past the limit before looking them up, and a right key from there too', async () => {
+      const address = '198.51.100.7';
+      expect((await api(tenant.apiKey, address)).status).toBe(200);
+      const start = counter.lookups;
+      for (let i = 0; i < LIMIT; i++) {
+        expect((await api(`opk_wrong-${randomUUID()}`, address)).status).toBe(401);
+      }
+      // Each of those was looked up (the count sees lookups); from now on, none is.
+      expect(counter.lookups).toBe(start + LIMIT);
+      const before = counter.lookups;
+      for (let i = 0; i < 5; i++) {
+        expectLimited(await api(`opk_wrong-${randomUUID()}`, address), `wrong key ${i}`);
+      }
+      expectLimited(await api(tenant.apiKey, address), 'right key');
+      expect(counter.lookups, 'key lookups once limited').toBe(before);
+      // Another client behind the same proxy has a count of its own.
+      expect((await api(tenant.apiKey, '198.51.100.70')).status).toBe(200);
+    });
+
+    it('counts operator passwords apart from API keys, and never a request without credentials', async () => {
+      const address = '198.51.100.8';
+      for (let i = 0; i < LIMIT * 3; i++) {
+        // What a browser sends first, to be asked for a password.
+        expect((await board(undefined, address)).status).toBe(401);
+      }
+      expect((await board(harness.adminAuthorization, address)).status).toBe(200);
+      for (let i = 0; i < LIMIT; i++) {
+        expect((await board(wrongPassword, address)).status).toBe(401);
+      }
+      expectLimited(await board(wrongPassword, address), 'wrong password');
+      expectLimited(await board(harness.adminAuthorization, address), 'right password');
+      // The API from the same address is not locked by the operator's typos.
+      expect((await api(tenant.apiKey, address)).status).toBe(200);
+    });
+  },
+);
 
 describe('failed sign-ins per address, without a trusted proxy (postgres)', () => {
   let harness: Harness;
@@ -145,7 +151,11 @@ describe('the sign-in failure limiter without Redis', () => {
   it('lets sign-ins be checked as usual', async () => {
     const redis = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true, enableOfflineQueue: false });
     try {
-      const limiter = authFailureLimiter(redis, 'unreachable', { max: 1, windowMs: 60_000 }, createLogger('silent'));
+      const limiter = authFailureLimiter(
+        redisWindowCounter(redis, 'unreachable'),
+        { max: 1, windowMs: 60_000 },
+        createLogger('silent'),
+      );
       const req = { ip: '192.0.2.9', socket: {} } as unknown as Request;
       const res = { set: () => res } as unknown as Response;
       for (let i = 0; i < 3; i++) {

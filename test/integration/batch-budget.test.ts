@@ -1,5 +1,6 @@
 /**
- * Batch time budgets, on real Postgres and Redis with handlers passed in code:
+ * Batch time budgets, on real Postgres with the jobs in Redis and then in Postgres, with
+ * handlers passed in code:
  * - a handler that ignores its signal loses its slot after the grace period; what it finished is
  *   recorded, and a well-behaved retry finishes the rest; its late rejection changes nothing;
  * - cancel frees a slot held by such a handler the same way (and a handler's own batchTimeoutMs
@@ -8,17 +9,17 @@
  * - the worker pool's close does not wait for a handler that ignores the shutdown.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHandlerRegistry } from '../../src/handlers/registry.ts';
 import type { ItemHandler } from '../../src/handlers/types.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createMetrics } from '../../src/metrics.ts';
 import { startWorkerPool } from '../../src/queue/worker-pool.ts';
 import { BUDGET, gate, metricValue, QUIET } from '../helpers/fair-share.ts';
-import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { type Harness, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
 import { eventually, finished, waitForProgress } from '../helpers/wait.ts';
 
-describe('batch budgets (postgres, redis)', () => {
+describe.each(QUEUE_BACKENDS)('batch budgets (postgres database, %s queue)', (queue) => {
   let harness: Harness;
   let tenant: Tenant;
   /** Calls of each item that returned (not the one left hanging). */
@@ -70,6 +71,7 @@ describe('batch budgets (postgres, redis)', () => {
 
   beforeAll(async () => {
     harness = await startHarness('postgres', {
+      queue,
       workers: true,
       handlers: [sulky, stubborn, slowpoke],
       env: { ...BUDGET, ...QUIET },
@@ -184,7 +186,7 @@ describe('batch budgets (postgres, redis)', () => {
   });
 });
 
-describe('closing the worker pool (postgres, redis)', () => {
+describe.each(QUEUE_BACKENDS)('closing the worker pool (postgres database, %s queue)', (queue) => {
   it('does not wait for a handler that ignores the shutdown: its items go back to pending', async () => {
     const entered = gate();
     const hang: ItemHandler = {
@@ -195,7 +197,12 @@ describe('closing the worker pool (postgres, redis)', () => {
       },
     };
     // The API (and its dispatcher) in one harness; the worker pool under test started by hand.
-    const api = await startHarness('postgres', { workers: false, handlers: [hang], env: { ...BUDGET, ...QUIET } });
+    const api = await startHarness('postgres', {
+      queue,
+      workers: false,
+      handlers: [hang],
+      env: { ...BUDGET, ...QUIET },
+    });
     const metrics = createMetrics();
     const pool = await startWorkerPool({
       db: api.db,
@@ -203,8 +210,8 @@ describe('closing the worker pool (postgres, redis)', () => {
       dispatcher: api.service.dispatcher,
       logger: createLogger('silent'),
       metrics,
-      redisUrl: inject('redisUrl'),
-      prefix: api.service.dispatcher.queues[0]?.opts.prefix as string,
+      backend: api.service.queueBackend,
+      queuePrefix: api.prefix,
       leaseTtlMs: 10_000,
       jobLockTtlMs: 3_000,
       batchTimeoutMs: 3_600_000,

@@ -1,17 +1,21 @@
 /**
  * The `opspad` command as a newcomer meets it: keys, a clear refusal when Redis is down or a
- * variable is wrong, and the embedded database shared with a running service.
+ * variable is wrong, the embedded database shared with a running service, and the demo on a
+ * machine with nothing but Node (no Redis, no Postgres: not one connection to either).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { demoFails } from '../../src/handlers/demo.ts';
+import { queueSchemaFor } from '../../src/queue/queue-schema.ts';
 import { authenticateApiKey, createPostgresDatabase, webhookSigningSecrets } from '../../src/store/index.ts';
+import { startPrivateRedis } from '../helpers/private-redis.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
+const RECORD_CONNECTIONS = new URL('../fixtures/record-connections.mjs', import.meta.url).href;
 
 interface Run {
   code: number | null;
@@ -19,9 +23,14 @@ interface Run {
   stderr: string;
 }
 
-function opspad(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<Run> {
+function opspad(
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+  nodeArgs: string[] = [],
+): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], {
       env: { PATH: process.env.PATH ?? '', OPSPAD_LOG_LEVEL: 'warn', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -140,7 +149,30 @@ describe('the opspad command', () => {
       OPSPAD_DATA_DIR: dataDir,
     });
     expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/Redis at redis:\/\/127\.0\.0\.1:1 is not reachable .*start it .* or set REDIS_URL/);
+    expect(run.stderr).toMatch(
+      /Redis at redis:\/\/127\.0\.0\.1:1 is not reachable .*start it .*, or set REDIS_URL to one that runs, or unset both to keep the jobs in Postgres/,
+    );
+  });
+
+  it('migrates opspad’s tables and the queue’s schema, and says so', async () => {
+    const prefix = `${inject('queuePrefix')}-migrate`;
+    const run = await opspad(['migrate'], { DATABASE_URL: inject('databaseUrl'), OPSPAD_QUEUE_PREFIX: prefix });
+    expect(run.code, run.stderr).toBe(0);
+    const schema = queueSchemaFor(prefix);
+    expect(run.stdout).toBe(`Migrations applied (postgres; queue: Postgres schema ${schema} of DATABASE_URL).\n`);
+    const db = createPostgresDatabase({ connectionString: inject('databaseUrl'), poolSize: 1 });
+    try {
+      const tables = await db.query<{ name: string }>(
+        `SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 AND tablename IN ('job', 'migration', 'opspad_rate_window') ORDER BY 1`,
+        [schema],
+      );
+      expect(tables.map((t) => t.name)).toEqual(['job', 'migration', 'opspad_rate_window']);
+    } finally {
+      await db.close();
+    }
+    // With the jobs in Redis there is no queue schema to migrate.
+    const redis = await opspad(['migrate'], { DATABASE_URL: inject('databaseUrl'), REDIS_URL: inject('redisUrl') });
+    expect(redis.stdout).toBe('Migrations applied (postgres).\n');
   });
 
   it('refuses a worker process without a shared Postgres', async () => {
@@ -173,19 +205,76 @@ describe('opspad demo on a fresh data folder', () => {
   });
 });
 
-describe('opspad start on the embedded database', () => {
-  it('serves the API, creates keys beside it through the control socket, and stops on SIGTERM', async () => {
+describe('opspad demo with nothing but Node', () => {
+  const failing = (items: number) =>
+    Array.from({ length: items }, (_, i) => demoFails(`demo-${i + 1}`, 0.05)).filter(Boolean).length;
+
+  it('runs on the embedded database with its queue there too: exact counts, no connection to Redis or Postgres', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-demo-noredis-'));
+    const log = join(dataDir, 'connections.txt');
+    try {
+      // No REDIS_URL, no DATABASE_URL, no OPSPAD_QUEUE_BACKEND: what `npx opspad demo` sees on a
+      // laptop with only Node.
+      const run = await opspad(
+        ['demo', '--items', '2000', '--latency-ms', '5', '--exit'],
+        { OPSPAD_DATA_DIR: dataDir, PORT: '0', OPSPAD_TEST_CONNECTION_LOG: log },
+        90_000,
+        ['--import', RECORD_CONNECTIONS],
+      );
+      expect(run.code, run.stderr).toBe(0);
+      const port = /^Started opspad at http:\/\/127\.0\.0\.1:(\d+) /.exec(run.stdout)?.[1];
+      expect(port).toBeDefined();
+      expect(run.stdout).toContain(
+        `Done: ${2000 - failing(2000)} completed, ${failing(2000)} failed of 2000 (completed).`,
+      );
+      // Its only TCP connections: the "is opspad already running?" probe (PORT) and its own API.
+      const connections = readFileSync(log, 'utf8').split('\n').filter(Boolean);
+      expect(connections.length).toBeGreaterThan(0);
+      expect(new Set(connections)).toEqual(new Set(['127.0.0.1:0', `127.0.0.1:${port}`]));
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('leaves Redis alone when told to keep the jobs in Postgres, even with REDIS_URL set', async () => {
+    const redis = await startPrivateRedis();
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-demo-pgqueue-'));
+    try {
+      const before = await redis.connectionsReceived();
+      const run = await opspad(['demo', '--items', '500', '--latency-ms', '5', '--exit'], {
+        OPSPAD_DATA_DIR: dataDir,
+        PORT: '0',
+        REDIS_URL: redis.url,
+        OPSPAD_QUEUE_BACKEND: 'postgres',
+      });
+      expect(run.code, run.stderr).toBe(0);
+      expect(run.stdout).toContain(`Done: ${500 - failing(500)} completed, ${failing(500)} failed of 500 (completed).`);
+      expect(await redis.connectionsReceived()).toBe(before);
+    } finally {
+      await redis.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('opspad start on the embedded database, with nothing but Node', () => {
+  it('serves the API, creates keys beside it through the control socket, and stops on SIGTERM', {
+    timeout: 120_000,
+  }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'opspad-start-'));
     const port = String(20_000 + Math.floor(Math.random() * 20_000));
+    // `npm start` on a machine with no Redis and no Postgres: no REDIS_URL, no DATABASE_URL.
     const env = {
       PATH: process.env.PATH ?? '',
       OPSPAD_DATA_DIR: dataDir,
       PORT: port,
-      REDIS_URL: inject('redisUrl'),
-      OPSPAD_QUEUE_PREFIX: `${inject('queuePrefix')}-cli`,
       OPSPAD_LOG_LEVEL: 'info',
     };
-    const server = spawn(process.execPath, [BIN, 'start'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const log = join(dataDir, 'connections.txt');
+    const server = spawn(process.execPath, ['--import', RECORD_CONNECTIONS, BIN, 'start'], {
+      env: { ...env, OPSPAD_TEST_CONNECTION_LOG: log },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     server.stderr.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
@@ -234,6 +323,8 @@ describe('opspad start on the embedded database', () => {
 
       server.kill('SIGTERM');
       expect(await exited).toBe(0);
+      // The service itself opened no TCP connection at all (it only answered them).
+      expect(readFileSync(log, 'utf8')).toBe('');
     } finally {
       server.kill('SIGKILL');
       rmSync(dataDir, { recursive: true, force: true });

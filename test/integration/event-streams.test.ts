@@ -1,5 +1,6 @@
 /**
- * Bounds on `GET /v1/operations/:id/events` (postgres; short bounds set through the config): a
+ * Bounds on `GET /v1/operations/:id/events` (postgres, the slots counted in Redis and then in the
+ * Postgres queue schema; short bounds set through the config): a
  * stream ends soon after its key is revoked, a key holds at most OPSPAD_MAX_STREAMS_PER_KEY
  * streams (429 with Retry-After beyond, the slot freed when one closes, and a dead process's
  * slots lapse), a quiet stream sends heartbeats, and a stream on a paused operation with nothing
@@ -8,10 +9,11 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { redisStreamSlots } from '../../src/api/stream-slots.ts';
+import { streamSlots } from '../../src/api/stream-slots.ts';
 import { createLogger } from '../../src/logger.ts';
+import { redisCappedLeases } from '../../src/queue/redis-counters.ts';
 import { revokeApiKey } from '../../src/store/index.ts';
-import { type Harness, harnessPrefix, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { type Harness, harnessPrefix, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
 import { deleteQueueKeys } from '../helpers/redis.ts';
 import { type EventStream, type Frame, openEventStream } from '../helpers/sse.ts';
 import { eventually } from '../helpers/wait.ts';
@@ -20,12 +22,13 @@ const MAX_STREAMS = 2;
 const IDLE_MS = 400;
 const HEARTBEAT_MS = 100;
 
-describe('event stream bounds (postgres)', () => {
+describe.each(QUEUE_BACKENDS)('event stream bounds (postgres database, %s queue)', (queue) => {
   let harness: Harness;
   const open: EventStream[] = [];
 
   beforeAll(async () => {
     harness = await startHarness('postgres', {
+      queue,
       eventsPollMs: 20,
       env: {
         OPSPAD_MAX_STREAMS_PER_KEY: String(MAX_STREAMS),
@@ -145,7 +148,7 @@ describe('stream slots', () => {
     const redis = new Redis(inject('redisUrl'));
     const prefix = harnessPrefix();
     try {
-      const slots = redisStreamSlots(redis, prefix, { maxPerKey: 1, leaseMs: 200 }, logger);
+      const slots = streamSlots(redisCappedLeases(redis, prefix), { maxPerKey: 1, leaseMs: 200 }, logger);
       expect(await slots.acquire('key-1')).not.toBeNull();
       expect(await slots.acquire('key-1')).toBeNull();
       // Never renewed nor released, as by a process that died: the lease lapses.
@@ -160,7 +163,7 @@ describe('stream slots', () => {
     // A port nothing listens on; no offline queue, so commands fail at once.
     const redis = new Redis({ host: '127.0.0.1', port: 1, lazyConnect: true, enableOfflineQueue: false });
     try {
-      const slots = redisStreamSlots(redis, 'unreachable', { maxPerKey: 1, leaseMs: 1000 }, logger);
+      const slots = streamSlots(redisCappedLeases(redis, 'unreachable'), { maxPerKey: 1, leaseMs: 1000 }, logger);
       const slot = await slots.acquire('key-1');
       expect(slot).not.toBeNull();
       expect(await slots.acquire('key-1')).not.toBeNull();

@@ -1,5 +1,6 @@
 /**
- * Fair share of the fleet, on real Postgres and Redis with a handler passed in code:
+ * Fair share of the fleet, on real Postgres with the jobs in Redis and then in Postgres, with a
+ * handler passed in code (the Postgres store's decision is checked in queue-backend.test.ts):
  * - organization A's operation against a listener that never answers does not delay organization
  *   B's one-item operation beyond one batch budget, in one worker process and across two;
  * - the Redis script that decides, for the whole fleet, agrees with the rule in
@@ -13,16 +14,18 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { mayStart } from '../../src/domain/fair-share.ts';
 import type { ItemHandler } from '../../src/handlers/types.ts';
 import { BatchTimeoutError } from '../../src/queue/batch-budget.ts';
-import { ACQUIRE_LUA } from '../../src/queue/fair-share.ts';
+import { ACQUIRE_LUA } from '../../src/queue/fair-share-redis.ts';
 import { BUDGET, metricValue, QUIET, silentListener } from '../helpers/fair-share.ts';
-import { type Harness, harnessPrefix, ids, startHarness } from '../helpers/harness.ts';
+import { type Harness, harnessPrefix, ids, QUEUE_BACKENDS, startHarness } from '../helpers/harness.ts';
 import { testKey } from '../helpers/redis.ts';
 import { eventually, finished, waitForProgress } from '../helpers/wait.ts';
 
-describe.each([
-  { topology: 'one worker process with 2 slots', processes: 1, slots: 2 },
-  { topology: 'two worker processes with 1 slot each', processes: 2, slots: 1 },
-])('fair share: $topology', ({ processes, slots }) => {
+describe.each(
+  QUEUE_BACKENDS.flatMap((queue) => [
+    { topology: 'one worker process with 2 slots', processes: 1, slots: 2, queue },
+    { topology: 'two worker processes with 1 slot each', processes: 2, slots: 1, queue },
+  ]),
+)('fair share: $topology, $queue queue', ({ processes, slots, queue }) => {
   const fleetSlots = processes * slots;
   let listener: Awaited<ReturnType<typeof silentListener>>;
   let harnesses: Harness[] = [];
@@ -59,6 +62,7 @@ describe.each([
     for (let index = 0; index < processes; index++) {
       harnesses.push(
         await startHarness('postgres', {
+          queue,
           workers: true,
           handlers: [post],
           env: { ...BUDGET, ...QUIET, OPSPAD_QUEUE_PREFIX: prefix },

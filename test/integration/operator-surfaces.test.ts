@@ -1,7 +1,8 @@
 /**
- * What operators and integrators see: Bull Board and /metrics behind basic auth, health and
- * readiness, job payloads that carry ids only, and the webhook handler end to end through the
- * workers against a real local HTTP server.
+ * What operators and integrators see, with the jobs in Redis and then in Postgres: Bull Board
+ * (queues, jobs, log lines) and /metrics behind basic auth, health and readiness, job payloads
+ * that carry ids only, and the webhook handler end to end through the workers against a real
+ * local HTTP server.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
@@ -9,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookSigningSecrets } from '../../src/store/index.ts';
-import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { type Harness, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
 import { finished, waitForProgress } from '../helpers/wait.ts';
 
 interface Received {
@@ -17,7 +18,7 @@ interface Received {
   signed: boolean;
 }
 
-describe('operator surfaces and the webhook handler (postgres)', () => {
+describe.each(QUEUE_BACKENDS)('operator surfaces and the webhook handler (postgres database, %s queue)', (queue) => {
   let harness: Harness;
   let tenant: Tenant;
   let receiver: Server;
@@ -56,6 +57,7 @@ describe('operator surfaces and the webhook handler (postgres)', () => {
     receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
 
     harness = await startHarness('postgres', {
+      queue,
       workers: true,
       env: {
         OPSPAD_WEBHOOK_ALLOW: new URL(receiverUrl).host,
@@ -97,7 +99,7 @@ describe('operator surfaces and the webhook handler (postgres)', () => {
     expect(received.every((r) => r.signed)).toBe(true);
   });
 
-  it('keeps only ids in the job payloads stored in Redis', async () => {
+  it('keeps only ids in the job payloads stored in the queue', async () => {
     const created = await tenant.op(randomUUID(), {
       action: 'create',
       operation_type: 'demo',
@@ -146,6 +148,38 @@ describe('operator surfaces and the webhook handler (postgres)', () => {
     });
     expect(api.status).toBe(200);
     expect(api.body.queues.map((q) => q.name).sort()).toEqual(['batches-demo', 'batches-webhook', 'reorganize']);
+
+    // The jobs of a queue, each with the operation it moved and its log lines.
+    const created = await tenant.op(randomUUID(), {
+      action: 'create',
+      operation_type: 'demo',
+      total_items: 20,
+      item_ids: ids(20, 'board'),
+      batch_size: 10,
+    });
+    const operationId = created.body.operation_id as string;
+    await waitForProgress(harness.url, tenant, operationId, finished);
+    const listed = await harness.request<{
+      queues: {
+        name: string;
+        counts: Record<string, number>;
+        jobs: { id: string; data: { operation_id?: string }; progress: unknown }[];
+      }[];
+    }>('/admin/queues/api/queues?activeQueue=batches-demo&status=completed&page=1&jobsPerPage=50', {
+      headers: { authorization: harness.adminAuthorization },
+    });
+    const demo = listed.body.queues.find((q) => q.name === 'batches-demo');
+    expect(demo?.counts.completed).toBeGreaterThan(0);
+    expect(demo?.jobs.length).toBeGreaterThan(0);
+    // A job that handled a batch (a lane's last job, which found nothing left, logs nothing).
+    const job = demo?.jobs.find((j) => j.data.operation_id === operationId && typeof j.progress === 'object');
+    expect(job).toBeDefined();
+    const logs = await harness.request<string[]>(
+      `/admin/queues/api/queues/batches-demo/${encodeURIComponent(job?.id ?? '')}/logs`,
+      { headers: { authorization: harness.adminAuthorization } },
+    );
+    expect(logs.status).toBe(200);
+    expect(logs.body.join('\n')).toMatch(/(lane \d+ step \d+|operation completed): \d+ completed/);
   });
 
   it('serves Prometheus metrics behind the same auth', async () => {
@@ -164,6 +198,9 @@ describe('operator surfaces and the webhook handler (postgres)', () => {
     expect((await harness.request('/healthz')).body).toEqual({ status: 'ok' });
     const ready = await harness.request('/readyz');
     expect(ready.status).toBe(200);
-    expect(ready.body).toMatchObject({ status: 'ready', checks: { postgres: 'ok', redis: 'ok' } });
+    // Each dependency by name: Redis only when the jobs are there.
+    const checks = queue === 'redis' ? { postgres: 'ok', redis: 'ok' } : { postgres: 'ok', queue: 'ok' };
+    expect(ready.body).toMatchObject({ status: 'ready', checks });
+    expect(Object.keys((ready.body as { checks: object }).checks).sort()).toEqual(Object.keys(checks).sort());
   });
 });

@@ -129,7 +129,11 @@ describe.each(ENGINES)('the store on %s', (engine) => {
   it('completes an operation with nothing left only while it is active: a pause that landed first wins', async () => {
     const { scope, operation } = await newOperation();
     await recordResults(db, scope, { operationId: operation.id, completedIds: ids(25), failed: [], owner: 'test' });
-    await pauseOperation(db, scope, operation.id, { actor: 'operator:ops', reason: 'operator' });
+    await pauseOperation(db, scope, operation.id, {
+      actor: 'operator:ops',
+      reason: 'operator',
+      pausedBy: 'operator:ops',
+    });
     expect(await completeIfDone(db, scope, operation.id, 'worker')).toBe(false);
     const [paused] = await db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
       operation.id,

@@ -1,6 +1,7 @@
 /**
  * Workers in real child processes (`node bin/opspad.js worker`), sharing the run's Postgres
- * database and a Redis prefix with an in-process API (`startHarness`, no workers of its own):
+ * database and a queue prefix with an in-process API (`startHarness`, no workers of its own),
+ * with the jobs in Redis and then in Postgres (no Redis at all for opspad):
  * two processes sharing one operation without handling any item twice, one of them SIGKILLed
  * mid-run with nothing lost, a graceful SIGTERM that leaves nothing leased, and
  * `opspad ops watch` following an operation to its end (and refusing an unknown one).
@@ -11,8 +12,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import type { QueueBackendKind } from '../../src/config/env.ts';
 import { closeCountingClient, countingHandler, sideEffects } from '../fixtures/counting-handler.ts';
-import { type Harness, harnessPrefix, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { type Harness, harnessPrefix, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
 import {
   EXIT_TIMEOUT_MS,
   killAllChildren,
@@ -32,9 +34,12 @@ import { eventually, finished, waitForProgress } from '../helpers/wait.ts';
 
 const harnesses: Harness[] = [];
 
-async function startApi(options: { workers?: boolean } = {}): Promise<{ harness: Harness; prefix: string }> {
+async function startApi(
+  options: { workers?: boolean; queue?: QueueBackendKind } = {},
+): Promise<{ harness: Harness; prefix: string }> {
   const prefix = harnessPrefix();
   const harness = await startHarness('postgres', {
+    queue: options.queue ?? 'redis',
     workers: options.workers ?? false,
     handlers: [countingHandler],
     env: { OPSPAD_QUEUE_PREFIX: prefix },
@@ -100,18 +105,21 @@ async function dispatchEpoch(harness: Harness, operationId: string): Promise<num
 
 // ---------------------------------------------------------------------------------------------
 
-describe('worker processes (postgres, real child processes)', () => {
+describe.each(QUEUE_BACKENDS)('worker processes (postgres database, %s queue, real child processes)', (queue) => {
   it('two worker processes share 2,000 items and handle each exactly once', { timeout: 120_000 }, async () => {
-    const { harness, prefix } = await startApi();
+    const { harness, prefix } = await startApi({ queue });
     const tenant = await harness.newTenant();
-    await Promise.all([startWorker('worker-1', prefix), startWorker('worker-2', prefix)]);
-    // Both processes are consumers of the counting queue before any job exists. ('workers
-    // started' is logged as the BullMQ workers are created; they connect moments later.)
-    const queue = harness.service.dispatcher.queues.find((q) => q.name === 'batches-counting');
-    await eventually(async () => ((await queue?.getWorkersCount()) === 2 ? true : undefined), {
-      timeoutMs: START_TIMEOUT_MS,
-      what: 'both worker processes to consume the counting queue',
-    });
+    await Promise.all([startWorker('worker-1', prefix, {}, queue), startWorker('worker-2', prefix, {}, queue)]);
+    // Both processes are consumers of the counting queue before any job exists: 'workers
+    // started' is logged once each BullMQ worker is ready. Redis also lists them (BullMQ's
+    // getWorkers, which its Postgres backend cannot answer reliably).
+    if (queue === 'redis') {
+      const counting = harness.service.dispatcher.queues.find((q) => q.name === 'batches-counting');
+      await eventually(async () => ((await counting?.getWorkersCount()) === 2 ? true : undefined), {
+        timeoutMs: START_TIMEOUT_MS,
+        what: 'both worker processes to consume the counting queue',
+      });
+    }
 
     const sidefx = testKey('sidefx');
     const operationId = await createCounting(tenant, randomUUID(), {
@@ -139,9 +147,12 @@ describe('worker processes (postgres, real child processes)', () => {
   });
 
   it('loses nothing when one of two workers is SIGKILLed mid-run', { timeout: 120_000 }, async () => {
-    const { harness, prefix } = await startApi();
+    const { harness, prefix } = await startApi({ queue });
     const tenant = await harness.newTenant();
-    const [victim] = await Promise.all([startWorker('victim', prefix), startWorker('survivor', prefix)]);
+    const [victim] = await Promise.all([
+      startWorker('victim', prefix, {}, queue),
+      startWorker('survivor', prefix, {}, queue),
+    ]);
     const items = 3000;
     const batchSize = 20;
     const lanes = 4;
@@ -200,9 +211,9 @@ describe('worker processes (postgres, real child processes)', () => {
   it('finishes the batches in flight on SIGTERM, exits 0, and leaves nothing leased', {
     timeout: 120_000,
   }, async () => {
-    const { harness, prefix } = await startApi();
+    const { harness, prefix } = await startApi({ queue });
     const tenant = await harness.newTenant();
-    const first = await startWorker('first', prefix);
+    const first = await startWorker('first', prefix, {}, queue);
     const items = 80;
     const sidefx = testKey('sidefx');
     // 5 items × 300 ms = 1.5 s per batch, within the 2 s lease; 4 lanes.
@@ -251,7 +262,7 @@ describe('worker processes (postgres, real child processes)', () => {
     expect(effectsAtStop.size).toBe(stopped.body.completed_count);
 
     // A worker started afterwards takes the lanes over and finishes, each item handled once.
-    await startWorker('second', prefix);
+    await startWorker('second', prefix, {}, queue);
     const end = await waitForProgress(harness.url, tenant, operationId, finished, RUN_TIMEOUT_MS);
     expect(end).toMatchObject({
       status: 'completed',
@@ -267,17 +278,17 @@ describe('worker processes (postgres, real child processes)', () => {
   });
 });
 
-describe('opspad ops watch (child process)', () => {
-  function watch(harness: Harness, tenant: Tenant, operationId: string): Spawned {
-    return spawnOpspad('ops watch', ['ops', 'watch', operationId], {
-      OPSPAD_URL: harness.url,
-      OPSPAD_API_KEY: tenant.apiKey,
-      OPSPAD_LOG_LEVEL: 'silent',
-    });
-  }
+function watch(harness: Harness, tenant: Tenant, operationId: string): Spawned {
+  return spawnOpspad('ops watch', ['ops', 'watch', operationId], {
+    OPSPAD_URL: harness.url,
+    OPSPAD_API_KEY: tenant.apiKey,
+    OPSPAD_LOG_LEVEL: 'silent',
+  });
+}
 
+describe.each(QUEUE_BACKENDS)('opspad ops watch (child process, %s queue)', (queue) => {
   it('follows a 3,000-item demo operation to the end and exits 0', { timeout: 120_000 }, async () => {
-    const { harness } = await startApi({ workers: true });
+    const { harness } = await startApi({ workers: true, queue });
     const tenant = await harness.newTenant();
     const conversation = randomUUID();
     const created = await tenant.op(conversation, {
@@ -286,7 +297,9 @@ describe('opspad ops watch (child process)', () => {
       total_items: 3000,
       item_ids: ids(3000, 'demo'),
       batch_size: 100,
-      query_params: { latency_ms: 5 },
+      // 30 batches of 200 ms over 4 lanes: at least 1.5 s, so the pause below lands before the
+      // end even on a loaded machine.
+      query_params: { latency_ms: 200 },
     });
     expect(created.status, JSON.stringify(created.body)).toBe(200);
     const operationId = created.body.operation_id as string;
@@ -309,7 +322,9 @@ describe('opspad ops watch (child process)', () => {
     const got = await tenant.get(`/v1/operations/${operationId}`);
     expect(got.body).toMatchObject({ status: 'completed', completed_count: 3000 });
   });
+});
 
+describe('opspad ops watch (child process), unknown operation', () => {
   it('exits non-zero naming the 404 for an unknown operation', { timeout: 60_000 }, async () => {
     const { harness } = await startApi();
     const tenant = await harness.newTenant();

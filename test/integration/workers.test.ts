@@ -1,15 +1,20 @@
 /**
- * Background operations end to end in one process, on real Postgres and Redis: the demo handler
- * at 5,000 items, pause and resume, cancel, fairness between a large and a small operation, the
- * circuit breaker, the reconciler after Redis lost every job, idle paused operations expiring,
- * and the operator surfaces (Bull Board, metrics).
+ * Background operations end to end in one process, on real Postgres, with the jobs in Redis and
+ * then in Postgres (BullMQ's PostgreSQL backend, no Redis at all): the demo handler at 5,000
+ * items, pause and resume, cancel, fairness between a large and a small operation, the circuit
+ * breaker, the reconciler after the queue lost every job, idle paused operations expiring. The
+ * embedded database with its queue beside opspad's tables gets the same core checks.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../src/config/env.ts';
 import { demoFails } from '../../src/handlers/demo.ts';
+import { createLogger } from '../../src/logger.ts';
+import { createOpspad } from '../../src/main.ts';
 import { closeCountingClient, countingHandler, sideEffects } from '../fixtures/counting-handler.ts';
-import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
-import { deleteQueueKeys, testKey } from '../helpers/redis.ts';
+import { type Harness, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
+import { loseEveryJob } from '../helpers/queue.ts';
+import { testKey } from '../helpers/redis.ts';
 import { eventually, finished, waitForProgress } from '../helpers/wait.ts';
 
 const FAST_WORKERS = {
@@ -18,12 +23,12 @@ const FAST_WORKERS = {
   OPSPAD_RECONCILE_INTERVAL: '300ms',
 };
 
-describe('background workers (postgres)', () => {
+describe.each(QUEUE_BACKENDS)('background workers (postgres database, %s queue)', (queue) => {
   let harness: Harness;
   let tenant: Tenant;
 
   beforeAll(async () => {
-    harness = await startHarness('postgres', { workers: true, handlers: [countingHandler], env: FAST_WORKERS });
+    harness = await startHarness('postgres', { queue, workers: true, handlers: [countingHandler], env: FAST_WORKERS });
     tenant = await harness.newTenant();
   });
   afterAll(async () => {
@@ -174,6 +179,7 @@ describe('background workers (postgres)', () => {
 
   it('keeps the lease of a batch slower than the lease while its handler runs (no second handling)', async () => {
     const slowHarness = await startHarness('postgres', {
+      queue,
       workers: true,
       handlers: [countingHandler],
       env: { OPSPAD_LEASE_TTL: '1s', OPSPAD_JOB_LOCK_TTL: '2s', OPSPAD_RECONCILE_INTERVAL: '1h' },
@@ -246,10 +252,10 @@ describe('background workers (postgres)', () => {
   });
 });
 
-describe('the reconciler (postgres)', () => {
-  it('dispatches again an operation whose jobs Redis lost, and it completes with exact counts', async () => {
+describe.each(QUEUE_BACKENDS)('the reconciler (postgres database, %s queue)', (queue) => {
+  it('dispatches again an operation whose jobs the queue lost, and it completes with exact counts', async () => {
     // An API-only process accepts the operation and enqueues its lanes…
-    const api = await startHarness('postgres', { workers: false, env: FAST_WORKERS });
+    const api = await startHarness('postgres', { queue, workers: false, env: FAST_WORKERS });
     const tenant = await api.newTenant();
     const conversation = randomUUID();
     const created = await tenant.op(conversation, {
@@ -261,16 +267,16 @@ describe('the reconciler (postgres)', () => {
       query_params: { failure_rate: 0.05 },
     });
     const operationId = created.body.operation_id as string;
-    const prefix = api.service.dispatcher.queues[0]?.opts.prefix as string;
     expect((await api.service.dispatcher.liveLanes()).size).toBeGreaterThan(0);
-    // …then Redis loses every job (the equivalent of FLUSHALL for this prefix)…
-    await deleteQueueKeys(prefix);
+    // …then the queue loses every job (FLUSHALL for this prefix, or its schema emptied)…
+    await loseEveryJob(api.service.queueBackend, api.db);
     expect((await api.service.dispatcher.liveLanes()).size).toBe(0);
 
-    // …and a worker process starting on the same database and Redis finishes it anyway.
+    // …and a worker process starting on the same database and queue finishes it anyway.
     const worker = await startHarness('postgres', {
+      queue,
       workers: true,
-      env: { ...FAST_WORKERS, OPSPAD_QUEUE_PREFIX: prefix },
+      env: { ...FAST_WORKERS, OPSPAD_QUEUE_PREFIX: api.prefix },
     });
     try {
       const end = await waitForProgress(api.url, tenant, operationId, finished);
@@ -288,8 +294,8 @@ describe('the reconciler (postgres)', () => {
   });
 
   it('leaves alone the operations another deployment (another queue prefix) dispatches', async () => {
-    const api = await startHarness('postgres', { workers: false, env: FAST_WORKERS });
-    const other = await startHarness('postgres', { workers: true, env: FAST_WORKERS });
+    const api = await startHarness('postgres', { queue, workers: false, env: FAST_WORKERS });
+    const other = await startHarness('postgres', { queue, workers: true, env: FAST_WORKERS });
     try {
       const tenant = await api.newTenant();
       const created = await tenant.op(randomUUID(), {
@@ -318,6 +324,7 @@ describe('the reconciler (postgres)', () => {
 
   it('cancels paused operations left untouched longer than OPSPAD_PAUSED_TTL, with an event', async () => {
     const harness = await startHarness('postgres', {
+      queue,
       workers: true,
       env: { ...FAST_WORKERS, OPSPAD_PAUSED_TTL: '1h', OPSPAD_RECONCILE_INTERVAL: '1h' },
     });
@@ -346,6 +353,110 @@ describe('the reconciler (postgres)', () => {
       expect(events[0]).toEqual({ kind: 'expired', actor: 'reconciler' });
     } finally {
       await harness.close();
+    }
+  });
+});
+
+describe('background workers on the embedded database (PGlite, the queue in a schema beside it)', () => {
+  let harness: Harness;
+  let tenant: Tenant;
+
+  beforeAll(async () => {
+    harness = await startHarness('pglite', {
+      queue: 'postgres',
+      workers: true,
+      handlers: [countingHandler],
+      env: FAST_WORKERS,
+    });
+    tenant = await harness.newTenant();
+  });
+  afterAll(async () => {
+    await harness.close();
+  });
+
+  it('completes 2,000 demo items with a 10% failure rate, exactly', async () => {
+    const itemIds = ids(2000, 'lead');
+    const created = await tenant.op(randomUUID(), {
+      action: 'create',
+      operation_type: 'demo',
+      total_items: itemIds.length,
+      item_ids: itemIds,
+      batch_size: 100,
+      query_params: { failure_rate: 0.1 },
+    });
+    const end = await waitForProgress(harness.url, tenant, created.body.operation_id as string, finished);
+    const failures = itemIds.filter((id) => demoFails(id, 0.1)).length;
+    expect(end).toMatchObject({ status: 'completed', completed_count: 2000 - failures, failed_count: failures });
+    expect(harness.service.queueBackend.location).toBe('the embedded database (schema bullmq)');
+  });
+
+  it('pauses within one batch and finishes after resume, handling each item once', async () => {
+    const conversation = randomUUID();
+    const sidefx = testKey('sidefx');
+    const created = await tenant.op(conversation, {
+      action: 'create',
+      operation_type: 'counting',
+      total_items: 200,
+      item_ids: ids(200),
+      batch_size: 10,
+      max_parallel_batches: 2,
+      query_params: { sidefx_key: sidefx, latency_ms: 5 },
+    });
+    const operationId = created.body.operation_id as string;
+    await waitForProgress(harness.url, tenant, operationId, (p) => p.completed_count >= 30);
+    const paused = await tenant.op(conversation, { action: 'pause', operation_id: operationId });
+    expect(paused.body.status).toBe('paused');
+    await waitForProgress(harness.url, tenant, operationId, (p) => p.in_flight_count === 0);
+    await eventually(async () => ((await harness.service.dispatcher.liveLanes()).size === 0 ? true : undefined), {
+      what: 'the lanes to stop',
+    });
+    const atRest = await tenant.op(conversation, { action: 'get', operation_id: operationId });
+    const recorded = (atRest.body.completed_count as number) + (atRest.body.failed_count as number);
+    expect(recorded).toBeLessThanOrEqual((paused.body.completed_count as number) + 2 * 10);
+    expect(recorded).toBeLessThan(200);
+
+    await tenant.op(conversation, { action: 'resume', operation_id: operationId });
+    const end = await waitForProgress(harness.url, tenant, operationId, finished);
+    expect(end).toMatchObject({ status: 'completed', completed_count: 200 });
+    const effects = await sideEffects(sidefx);
+    expect(effects.size).toBe(200);
+    expect([...effects.values()].every((count) => count === 1)).toBe(true);
+  });
+});
+
+describe('the reconciler on the embedded database', () => {
+  it('dispatches again an operation whose jobs were lost, once workers start beside the API', async () => {
+    const api = await startHarness('pglite', { queue: 'postgres', workers: false, env: FAST_WORKERS });
+    try {
+      const tenant = await api.newTenant();
+      const created = await tenant.op(randomUUID(), {
+        action: 'create',
+        operation_type: 'demo',
+        total_items: 500,
+        item_ids: ids(500),
+        batch_size: 50,
+      });
+      const operationId = created.body.operation_id as string;
+      expect((await api.service.dispatcher.liveLanes()).size).toBeGreaterThan(0);
+      await loseEveryJob(api.service.queueBackend, api.db);
+      expect((await api.service.dispatcher.liveLanes()).size).toBe(0);
+
+      // Workers on the same embedded database (one PGlite instance, a second queue connection).
+      const config = loadConfig({ ...FAST_WORKERS, OPSPAD_QUEUE_PREFIX: api.prefix, OPSPAD_LOG_LEVEL: 'silent' });
+      const workers = await createOpspad({ config, logger: createLogger('silent'), db: api.db, api: false });
+      try {
+        const end = await waitForProgress(api.url, tenant, operationId, finished);
+        expect(end).toMatchObject({ status: 'completed', completed_count: 500 });
+        const epochs = await api.db.query<{ epoch: number }>(
+          `SELECT (state_json->>'dispatch_epoch')::int AS epoch FROM assistant_operation WHERE id = $1`,
+          [operationId],
+        );
+        expect(epochs[0]?.epoch).toBe(2);
+      } finally {
+        await workers.close();
+      }
+    } finally {
+      await api.close();
     }
   });
 });

@@ -26,7 +26,7 @@ export const PUBLIC_ROUTES: RouteSpec[] = [
     method: 'get',
     path: '/readyz',
     operationId: 'readiness',
-    summary: 'Postgres and Redis answer, and the process is not shutting down',
+    summary: 'Postgres and the queue backend (Redis, or Postgres) answer, and the process is not shutting down',
     tag: 'Health',
     auth: 'none',
     responses: {

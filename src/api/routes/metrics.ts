@@ -1,4 +1,4 @@
-/** `/metrics` in Prometheus text format; queue depths are read from Redis at scrape time. */
+/** `/metrics` in Prometheus text format; queue depths are read from the queue backend at scrape time. */
 import type { Queue } from 'bullmq';
 import { Router } from 'express';
 import type { Metrics } from '../../metrics.ts';
