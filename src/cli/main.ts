@@ -50,11 +50,12 @@ README.md.`;
 
 /** Runs until SIGINT or SIGTERM, then shuts down within OPSPAD_SHUTDOWN_TIMEOUT and exits. */
 async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<void> {
+  const signals = exitOnSignals({ logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT });
   const service = await startLocal(config, logger, role);
   if (service.opspad.url) {
     writeStderr(`\n${boardLine(service.opspad)}\n`);
   }
-  exitOnSignals(service.shutdownSteps, { logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT });
+  signals.started(service.shutdownSteps);
 }
 
 /**
@@ -85,11 +86,12 @@ async function demo(config: Config, args: string[]): Promise<number> {
   );
   // Logs would tear the progress bar apart: only warnings from a service started here.
   const logger = createLogger('warn');
-  const local = running ? undefined : await startLocal(config, logger, 'all');
   const stopping = { logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT };
+  // A signal stops the service started here within the bound, as it stops `opspad start`.
+  const signals = running ? undefined : exitOnSignals(stopping);
+  const local = running ? undefined : await startLocal(config, logger, 'all');
   if (local) {
-    // A signal stops the service started here within the bound, as it stops `opspad start`.
-    exitOnSignals(local.shutdownSteps, stopping);
+    signals?.started(local.shutdownSteps);
   }
   const url = local?.opspad.url ?? baseUrl;
   const created = (await (local
