@@ -18,7 +18,7 @@ export const COUNTING_HANDLER = fileURLToPath(new URL('../fixtures/counting-hand
  * loader, since the handler fixture they load through OPSPAD_HANDLERS is TypeScript: the way the
  * README tells users with a `.ts` handler to run it.
  */
-const NODE_FLAGS = ['--import', 'tsx'];
+export const NODE_FLAGS = ['--import', 'tsx'];
 
 /** Starting a child takes about a second; more on a loaded machine. */
 export const START_TIMEOUT_MS = 30_000;

@@ -6,7 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import type { Exit } from './processes.ts';
+import { type Exit, NODE_FLAGS } from './processes.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
@@ -32,7 +32,7 @@ export function spawnReadOnce(name: string, args: string[], env: Record<string, 
       ([key]) => !key.startsWith('OPSPAD_') && !['DATABASE_URL', 'REDIS_URL', 'PORT', 'HOST'].includes(key),
     ),
   );
-  const child = spawn(process.execPath, [BIN, ...args], {
+  const child = spawn(process.execPath, [...NODE_FLAGS, BIN, ...args], {
     cwd: ROOT,
     env: { ...inherited, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

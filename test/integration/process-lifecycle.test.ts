@@ -224,6 +224,8 @@ describe('a shutdown step that never ends', () => {
       DATABASE_URL: database.url,
       OPSPAD_HANDLERS: LIFECYCLE_HANDLERS,
       OPSPAD_SHUTDOWN_TIMEOUT: `${boundMs}ms`,
+      // Past the bound: closing the workers waits for the handler for longer than shutdown may.
+      OPSPAD_BATCH_GRACE: '10m',
     });
     const tenant = await harness.newTenant();
     const created = await tenant.op(randomUUID(), {
