@@ -13,8 +13,8 @@ import { migrateQueueBackend } from '../queue/open-queue-backend.ts';
 import type { ApiKeySummary, CreatedApiKey } from '../store/index.ts';
 import { isToolFormat, TOOL_FORMATS, toolsInFormat } from '../tools/formats.ts';
 import { type KeyCommand, keyCommandViaLocalControl, runKeyCommand } from './local-control.ts';
-import { boardLine, type LocalService, openForCommand, startLocal } from './local-service.ts';
-import { exitOnSignals, holdSignalsDuringStart, shutdownAndExit, shutdownInProgress } from './process-exit.ts';
+import { boardLine, openForCommand, startLocal } from './local-service.ts';
+import { exitOnSignals, shutdownAndExit, shutdownInProgress } from './process-exit.ts';
 import { UsageError } from './usage-error.ts';
 import { watchOperation } from './watch.ts';
 import { webhooks } from './webhooks.ts';
@@ -51,14 +51,8 @@ OPSPAD_QUEUE_BACKEND, PORT, HOST, OPSPAD_HANDLERS and more; see README.md.`;
 
 /** Runs until SIGINT or SIGTERM, then shuts down within OPSPAD_SHUTDOWN_TIMEOUT and exits. */
 async function serve(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<void> {
-  const signals = holdSignalsDuringStart({ logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT });
-  let service: LocalService;
-  try {
-    service = await startLocal(config, logger, role);
-  } catch (error) {
-    signals.release();
-    throw error;
-  }
+  const signals = exitOnSignals({ logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT });
+  const service = await startLocal(config, logger, role);
   if (service.opspad.url) {
     writeStderr(`\n${boardLine(service.opspad)}\n`);
   }
@@ -93,11 +87,12 @@ async function demo(config: Config, args: string[]): Promise<number> {
   );
   // Logs would tear the progress bar apart: only warnings from a service started here.
   const logger = createLogger('warn');
-  const local = running ? undefined : await startLocal(config, logger, 'all');
   const stopping = { logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT };
+  // A signal stops the service started here within the bound, as it stops `opspad start`.
+  const signals = running ? undefined : exitOnSignals(stopping);
+  const local = running ? undefined : await startLocal(config, logger, 'all');
   if (local) {
-    // A signal stops the service started here within the bound, as it stops `opspad start`.
-    exitOnSignals(local.shutdownSteps, stopping);
+    signals?.started(local.shutdownSteps);
   }
   const url = local?.opspad.url ?? baseUrl;
   const created = (await (local

@@ -1,6 +1,12 @@
 /**
  * How a long-running `opspad` process ends: on SIGINT or SIGTERM it runs its shutdown steps
- * within one bound (OPSPAD_SHUTDOWN_TIMEOUT), then exits — whatever the steps or its output do.
+ * within one bound (OPSPAD_SHUTDOWN_TIMEOUT, counted from the signal), then exits — whatever the
+ * steps or its output do.
+ *
+ * The handlers are installed before start-up, not after it: between "workers started" and the
+ * end of start-up a signal would otherwise meet Node's default action and kill the process in
+ * the middle of things. A signal during start-up is acted on as soon as start-up ends; a start-up
+ * that does not end within the bound is given up on like any other step ("start-up").
  *
  * Exit codes: 0 stopped cleanly; 1 a step failed (logged) but everything was closed;
  * 3 the bound passed, with one line on stderr naming the step still pending (the process then
@@ -14,44 +20,51 @@ import { runShutdown, type ShutdownStep } from '../shutdown.ts';
 
 export const EXIT_CODES = { ok: 0, stepFailed: 1, usage: 2, shutdownTimedOut: 3 } as const;
 
+/** What a second signal names while start-up has not ended. */
+const START_UP = 'start-up';
+
 export interface ExitOptions {
   logger: Logger;
+  /** The bound, counted from the signal (or from the call, without one). */
   timeoutMs: number;
 }
 
-/** The step being closed, for a second signal to name; undefined until shutdown begins. */
-let progress: { step: string | undefined } | undefined;
+/** The step being closed, for a second signal to name. */
+const progress: { step: string } = { step: START_UP };
 let exiting: Promise<never> | undefined;
 
+function giveUp(step: string, timeoutMs: number): never {
+  writeStderr(
+    `opspad: shutdown gave up after ${timeoutMs} ms waiting for "${step}" (exit code ${EXIT_CODES.shutdownTimedOut})`,
+  );
+  return process.exit(EXIT_CODES.shutdownTimedOut);
+}
+
 /**
- * Runs `steps` within the bound, then exits the process (never resolves). Called again while
- * a shutdown is under way, it joins that one.
+ * Runs `steps` within what is left of the bound since `since`, then exits the process (never
+ * resolves). Called again while a shutdown is under way, it joins that one.
  */
 export function shutdownAndExit(
   steps: readonly ShutdownStep[],
-  options: ExitOptions & { exitCode?: number },
+  options: ExitOptions & { exitCode?: number; since?: number },
 ): Promise<never> {
   exiting ??= (async () => {
-    const state = { step: undefined as string | undefined };
-    progress = state;
+    const since = options.since ?? Date.now();
     const report = await runShutdown(steps, {
-      timeoutMs: options.timeoutMs,
+      timeoutMs: Math.max(0, options.timeoutMs - (Date.now() - since)),
       logger: options.logger,
       onStep: (name) => {
-        state.step = name;
+        progress.step = name;
       },
     });
     if (report.stuck) {
-      writeStderr(
-        `opspad: shutdown gave up after ${options.timeoutMs} ms waiting for "${report.stuck}" (exit code ${EXIT_CODES.shutdownTimedOut})`,
-      );
-      return process.exit(EXIT_CODES.shutdownTimedOut);
+      return giveUp(report.stuck, options.timeoutMs);
     }
     const code = report.failed.length > 0 ? EXIT_CODES.stepFailed : (options.exitCode ?? EXIT_CODES.ok);
-    options.logger.info({ exit_code: code, elapsed_ms: report.elapsedMs }, 'stopped');
+    options.logger.info({ exit_code: code, elapsed_ms: Date.now() - since }, 'stopped');
     // What is left of the bound goes to a slow stdout reader; a stalled one gets nothing more.
     const sink = stdoutLogSink();
-    const flushed = await sink.flush(Math.max(0, options.timeoutMs - report.elapsedMs));
+    const flushed = await sink.flush(Math.max(0, options.timeoutMs - (Date.now() - since)));
     if (!flushed) {
       writeStderr(`opspad: exiting with ${sink.queuedBytes} bytes of log lines stdout has not taken`);
     }
@@ -68,60 +81,47 @@ export function shutdownInProgress(): Promise<never> | undefined {
   return exiting;
 }
 
-/**
- * On the first SIGINT or SIGTERM, shuts down gracefully within the bound and exits; a second
- * one exits at once, naming the step it did not wait for.
- */
-export function exitOnSignals(steps: readonly ShutdownStep[], options: ExitOptions): void {
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (progress) {
-      const pending = progress.step ? ` without waiting for "${progress.step}"` : '';
-      writeStderr(`opspad: second ${signal}: exiting now${pending}`);
-      process.exit(128 + (constants.signals[signal] ?? 0));
-    }
-    options.logger.info({ signal, timeout_ms: options.timeoutMs }, 'shutting down: finishing the batches in flight');
-    void shutdownAndExit(steps, options);
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+export interface SignalHandling {
+  /** Start-up is over: a signal now runs `steps`; one that came during start-up runs them now. */
+  started(steps: readonly ShutdownStep[]): void;
 }
 
 /**
- * Holds SIGINT and SIGTERM while a process starts: its first log lines are out before its
- * shutdown steps exist, and a supervisor that reads them may already send a signal. A held
- * signal is acted on once `started` hands over the steps; a start still running one bound after
- * the signal exits with code 3.
+ * From now on, the first SIGINT or SIGTERM shuts down gracefully within the bound and exits; a
+ * second one exits at once, naming the step it did not wait for.
  */
-export function holdSignalsDuringStart(options: ExitOptions): {
-  started(steps: readonly ShutdownStep[]): void;
-  release(): void;
-} {
-  let held: NodeJS.Signals | undefined;
-  let giveUp: NodeJS.Timeout | undefined;
-  const hold = (signal: NodeJS.Signals) => {
-    held ??= signal;
-    giveUp ??= setTimeout(() => {
-      writeStderr(
-        `opspad: ${signal} during start-up, and start-up did not end within ${options.timeoutMs} ms (exit code ${EXIT_CODES.shutdownTimedOut})`,
-      );
-      process.exit(EXIT_CODES.shutdownTimedOut);
-    }, options.timeoutMs);
+export function exitOnSignals(options: ExitOptions): SignalHandling {
+  let steps: readonly ShutdownStep[] | undefined;
+  let signalledAt: number | undefined;
+  let startUpBound: NodeJS.Timeout | undefined;
+  const stop = (ready: readonly ShutdownStep[]) => void shutdownAndExit(ready, { ...options, since: signalledAt });
+
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalledAt !== undefined) {
+      writeStderr(`opspad: second ${signal}: exiting now without waiting for "${progress.step}"`);
+      process.exit(128 + (constants.signals[signal] ?? 0));
+    }
+    signalledAt = Date.now();
+    options.logger.info(
+      { signal, timeout_ms: options.timeoutMs },
+      steps ? 'shutting down: finishing the batches in flight' : 'shutting down once start-up is over',
+    );
+    if (steps) {
+      stop(steps);
+    } else {
+      // Unref'd: a start-up that fails lets the process exit with its own code.
+      startUpBound = setTimeout(() => giveUp(START_UP, options.timeoutMs), options.timeoutMs).unref();
+    }
   };
-  const release = () => {
-    process.off('SIGINT', hold);
-    process.off('SIGTERM', hold);
-    clearTimeout(giveUp);
-  };
-  process.on('SIGINT', hold);
-  process.on('SIGTERM', hold);
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   return {
-    started(steps) {
-      release();
-      exitOnSignals(steps, options);
-      if (held) {
-        process.emit(held, held);
+    started(ready) {
+      steps = ready;
+      if (signalledAt !== undefined) {
+        clearTimeout(startUpBound);
+        stop(ready);
       }
     },
-    release,
   };
 }

@@ -1,6 +1,6 @@
 /**
  * Real `opspad` child processes for tests: spawned with a clean opspad environment, stdout read
- * line by line (a full pipe would block the child's logger), every one tracked so a test can
+ * line by line (past a full pipe the child drops log lines a test may wait for), every one tracked so a test can
  * kill them all afterwards, whatever happened.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -97,7 +97,7 @@ export function spawnOpspad(name: string, args: string[], env: Record<string, st
   child.stderr?.on('data', (chunk: string) => {
     stderr += chunk;
   });
-  // Read stdout continuously: a full pipe would block the child's (synchronous) logger.
+  // Read stdout continuously: past a full pipe the child drops log lines (src/log-sink.ts).
   createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
     lines.push(line);
     events.emit('line', line);

@@ -6,8 +6,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import type { Exit } from './processes.ts';
-import { NODE_FLAGS } from './processes.ts';
+import { type Exit, NODE_FLAGS } from './processes.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));

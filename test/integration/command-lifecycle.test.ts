@@ -14,6 +14,7 @@ import { LATEST_PROTOCOL_VERSION } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createPostgresDatabase, type OpspadDatabase } from '../../src/store/index.ts';
 import { type Harness, harnessPrefix, startHarness, type Tenant } from '../helpers/harness.ts';
+import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
 import { type Exit, killAllChildren, spawnOpspad, within } from '../helpers/processes.ts';
 import { freePort } from '../helpers/stdout-readers.ts';
 
@@ -142,18 +143,24 @@ describe('opspad mcp ends with its session, whatever is in flight', () => {
 });
 
 describe('opspad demo stopped by SIGTERM', () => {
+  // Its own database: the demo's reconciler must not adopt other files' operations.
+  let database: PrivateDatabase;
   let db: OpspadDatabase;
-  beforeAll(() => {
-    db = createPostgresDatabase({ connectionString: inject('databaseUrl'), poolSize: 1 });
+  beforeAll(async () => {
+    database = await privatePostgresDatabase('demo_stop');
+    db = createPostgresDatabase({ connectionString: database.url, poolSize: 1 });
   });
   afterEach(() => killAllChildren());
-  afterAll(() => db.close());
+  afterAll(async () => {
+    await db?.close();
+    await database?.drop();
+  });
 
   it('stops the opspad it started within the bound, with nothing left leased', { timeout: 120_000 }, async () => {
     const bound = 5000;
     const items = 20_000;
     const demo = spawnOpspad('demo', ['demo', '--items', String(items), '--latency-ms', '50', '--exit'], {
-      DATABASE_URL: inject('databaseUrl'),
+      DATABASE_URL: database.url,
       REDIS_URL: inject('redisUrl'),
       OPSPAD_QUEUE_PREFIX: harnessPrefix(),
       OPSPAD_SHUTDOWN_TIMEOUT: `${bound}ms`,

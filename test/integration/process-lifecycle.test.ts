@@ -15,6 +15,7 @@ import { createApiKey, createPostgresDatabase, type OpspadDatabase } from '../..
 import { closeCountingClient, sideEffects } from '../fixtures/counting-handler.ts';
 import { chattyHandler, stubbornHandler } from '../fixtures/lifecycle-handlers.ts';
 import { type Harness, harnessPrefix, ids, startHarness } from '../helpers/harness.ts';
+import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
 import { killAllChildren, logMessage, RUN_TIMEOUT_MS, startWorker, within } from '../helpers/processes.ts';
 import { testKey } from '../helpers/redis.ts';
 import {
@@ -33,12 +34,15 @@ const MARGIN_MS = 10_000;
 /** 1,000 items × 2 lines × ~1 KB: twice the sink's 1 MiB cap, and far more than a pipe holds. */
 const CHATTY = { items: 1000, params: { log_lines: 2, log_bytes: 1000 } };
 
+/** This file's own database: the children's reconcilers must not adopt other files' operations. */
+let database: PrivateDatabase;
 let db: OpspadDatabase;
 const harnesses: Harness[] = [];
 const cleanups: (() => Promise<void>)[] = [];
 
-beforeAll(() => {
-  db = createPostgresDatabase({ connectionString: inject('databaseUrl'), poolSize: 2 });
+beforeAll(async () => {
+  database = await privatePostgresDatabase('lifecycle');
+  db = createPostgresDatabase({ connectionString: database.url, poolSize: 2 });
 });
 afterEach(async () => {
   await killReadOnceChildren();
@@ -52,7 +56,8 @@ afterEach(async () => {
 });
 afterAll(async () => {
   closeCountingClient();
-  await db.close();
+  await db?.close();
+  await database?.drop();
 });
 
 async function itemStates(operationId: string): Promise<Record<string, number>> {
@@ -93,7 +98,7 @@ describe.each(['stalls', 'exits'] as const)('stdout reader that %s after the fir
       'start',
       ['start'],
       {
-        DATABASE_URL: inject('databaseUrl'),
+        DATABASE_URL: database.url,
         REDIS_URL: inject('redisUrl'),
         OPSPAD_QUEUE_PREFIX: prefix,
         OPSPAD_HANDLERS: LIFECYCLE_HANDLERS,
@@ -161,13 +166,17 @@ describe.each(['stalls', 'exits'] as const)('stdout reader that %s after the fir
 
   it('opspad worker completes the operation and stops on SIGTERM', { timeout: 180_000 }, async () => {
     const prefix = harnessPrefix();
-    const harness = await startHarness('postgres', { handlers: [chattyHandler], env: { OPSPAD_QUEUE_PREFIX: prefix } });
+    const harness = await startHarness('postgres', {
+      databaseUrl: database.url,
+      handlers: [chattyHandler],
+      env: { OPSPAD_QUEUE_PREFIX: prefix },
+    });
     harnesses.push(harness);
     const child = spawnReadOnce(
       'worker',
       ['worker'],
       {
-        DATABASE_URL: inject('databaseUrl'),
+        DATABASE_URL: database.url,
         REDIS_URL: inject('redisUrl'),
         OPSPAD_QUEUE_PREFIX: prefix,
         OPSPAD_HANDLERS: LIFECYCLE_HANDLERS,
@@ -206,13 +215,17 @@ describe('a shutdown step that never ends', () => {
   async function stubbornWorker(boundMs: number) {
     const prefix = harnessPrefix();
     const harness = await startHarness('postgres', {
+      databaseUrl: database.url,
       handlers: [stubbornHandler],
       env: { OPSPAD_QUEUE_PREFIX: prefix },
     });
     harnesses.push(harness);
     const worker = await startWorker('stubborn-worker', prefix, {
+      DATABASE_URL: database.url,
       OPSPAD_HANDLERS: LIFECYCLE_HANDLERS,
       OPSPAD_SHUTDOWN_TIMEOUT: `${boundMs}ms`,
+      // Past the bound: closing the workers waits for the handler for longer than shutdown may.
+      OPSPAD_BATCH_GRACE: '10m',
     });
     const tenant = await harness.newTenant();
     const created = await tenant.op(randomUUID(), {
@@ -247,12 +260,13 @@ describe('a shutdown step that never ends', () => {
     const redis = await privateRedis();
     const bound = 3000;
     const worker = await startWorker('redis-stopped-worker', harnessPrefix(), {
+      DATABASE_URL: database.url,
       REDIS_URL: redis.url,
       OPSPAD_SHUTDOWN_TIMEOUT: `${bound}ms`,
     });
     redis.process.kill('SIGSTOP');
     const exit = await terminate(worker.process, worker.exited, bound);
-    expect(exit, worker.stderr()).toEqual({ code: 3, signal: null });
+    expect(exit, `${worker.stderr()}\n${worker.lines.join('\n')}`).toEqual({ code: 3, signal: null });
     expect(worker.stderr()).toMatch(
       new RegExp(
         `opspad: shutdown gave up after ${bound} ms waiting for "(workers|reorganize worker|reconciler|queues)"`,
