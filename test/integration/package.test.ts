@@ -262,7 +262,7 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
       timeoutMs: 120_000,
     });
     expect(migrated.code, migrated.stderr).toBe(0);
-    expect(migrated.stdout).toMatch(/Migrations applied \(pglite(; queue: [^)]+)?\)\./);
+    expect(migrated.stdout).toContain('Migrations applied (pglite; queue: ');
 
     const worker = await run('npx', ['--no-install', 'opspad', 'worker'], {
       cwd: project,
