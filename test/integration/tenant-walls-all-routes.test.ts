@@ -19,70 +19,15 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../src/api/create-app.ts';
 import { OPERATION_ACTIONS } from '../../src/domain/operation-input.ts';
-import { createMetrics } from '../../src/metrics.ts';
 import { revokeApiKey } from '../../src/store/index.ts';
 import { createToolRegistry } from '../../src/tools/registry.ts';
+import { registeredRoutes } from '../helpers/app-routes.ts';
 import { organizationDigest, rowsPerTable } from '../helpers/digest.ts';
 import { ENGINES, type Engine, type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type RawClient, type RawRequest, type RawResponse, rawClient } from '../helpers/raw-http.ts';
 
 // ─── What the app registers ──────────────────────────────────────────────────────────────────
-
-interface Layer {
-  rawPath?: unknown;
-  name?: string;
-  route?: { path: string; methods: Record<string, boolean> };
-  handle?: { stack?: Layer[] };
-}
-
-interface Registered {
-  /** "GET /v1/operations/:operationId", one per method and path. */
-  routes: string[];
-  /** Paths where something other than a router is mounted (middleware, a sub-app). */
-  mounts: string[];
-}
-
-function joinPath(prefix: string, path: string): string {
-  const joined = `${prefix}${path === '/' ? '' : path}`;
-  return joined === '' ? '/' : joined;
-}
-
-/** Walks the express router of an app built by createApp (the one the service serves). */
-function registeredRoutes(): Registered {
-  const db = {} as never;
-  const tools = createToolRegistry({ db, maxItems: 10, hasHandler: () => false, reciteBudget: 4000 });
-  const app = createApp({
-    db,
-    tools,
-    logger: {} as never,
-    metrics: createMetrics(),
-    queues: [],
-    admin: { user: 'admin', password: 'password' },
-    maxBodyBytes: 1024,
-    rateLimit: (_req, _res, next) => next(),
-    readiness: { checks: {}, accepting: () => true },
-    scratchpad: { db, reorganizer: {} as never, reciteBudget: 4000, logger: {} as never },
-  });
-  const found: Registered = { routes: [], mounts: [] };
-  const walk = (stack: readonly Layer[], prefix: string) => {
-    for (const layer of stack) {
-      const path = typeof layer.rawPath === 'string' ? layer.rawPath : String(layer.rawPath);
-      if (layer.route) {
-        for (const method of Object.keys(layer.route.methods)) {
-          found.routes.push(`${method.toUpperCase()} ${joinPath(prefix, layer.route.path)}`);
-        }
-      } else if (layer.handle?.stack) {
-        walk(layer.handle.stack, joinPath(prefix, path) === '/' ? '' : joinPath(prefix, path));
-      } else if (path !== '/') {
-        found.mounts.push(joinPath(prefix, path));
-      }
-    }
-  };
-  walk((app as unknown as { router: { stack: Layer[] } }).router.stack, '');
-  return { routes: [...new Set(found.routes)].sort(), mounts: [...new Set(found.mounts)].sort() };
-}
 
 const TOOL_NAMES = createToolRegistry({
   db: {} as never,
