@@ -164,7 +164,9 @@ describe('the Postgres queue backend', () => {
   });
 
   it('runs the reorganization sweep from a job scheduler, again and again', async () => {
-    const harness = await startHarness('postgres', {
+    // On an embedded database of its own: a sweep reorganizes the changed pads of every
+    // organization, and the run's database is shared with other test files.
+    const harness = await startHarness('pglite', {
       queue: 'postgres',
       workers: true,
       env: { OPSPAD_REORGANIZE_INTERVAL: '300ms' },
