@@ -149,7 +149,7 @@ export async function createPostgresQueueBackend(target: PostgresQueueTarget): P
     namespace: schema,
     location:
       target.engine === 'pglite'
-        ? `the embedded database (schema ${schema})`
+        ? `the embedded database, schema ${schema}`
         : `Postgres schema ${schema} of DATABASE_URL`,
     // opspad uses only the API both backends implement; one Queue and Worker type serves both.
     createQueue: (name, settings) =>

@@ -56,7 +56,7 @@ describe('background workers on the embedded database (PGlite, the queue in a sc
     const end = await waitForProgress(harness.url, tenant, created.body.operation_id as string, finished);
     const failures = itemIds.filter((id) => demoFails(id, 0.1)).length;
     expect(end).toMatchObject({ status: 'completed', completed_count: 2000 - failures, failed_count: failures });
-    expect(harness.service.queueBackend.location).toBe('the embedded database (schema bullmq)');
+    expect(harness.service.queueBackend.location).toBe('the embedded database, schema bullmq');
   });
 
   it('pauses within one batch and finishes after resume, handling each item once', async () => {
