@@ -12,6 +12,7 @@
  * processes starting at once migrate once) and the request counter's table, at start and in
  * `opspad migrate`.
  */
+import type { EventEmitter } from 'node:events';
 import type { PGlite } from '@electric-sql/pglite';
 import {
   type BackendFactory,
@@ -70,9 +71,30 @@ function openConnection(target: PostgresQueueTarget, pglitePool: PgPool | null) 
   return { schema, connection };
 }
 
+/**
+ * A pooled client for several statements. A checked-out client whose server connection dies (a
+ * restart, `pg_terminate_backend`) emits 'error', which would crash the process unheard: it is
+ * heard here, and such a client is destroyed on release instead of reused.
+ */
+async function checkout(pool: PgPool) {
+  const client = await pool.connect();
+  let lost: Error | undefined;
+  const onError = (error: Error) => {
+    lost = error;
+  };
+  client.on('error', onError);
+  return {
+    client,
+    release(broken = false) {
+      (client as unknown as EventEmitter).off('error', onError);
+      client.release(broken || lost !== undefined);
+    },
+  };
+}
+
 /** Brings BullMQ's schema and opspad's tables beside it up to date (idempotent, safe to race). */
 async function migrate(connection: PostgresConnection, schema: string): Promise<void> {
-  const client = await connection.pool.connect();
+  const { client, release } = await checkout(connection.pool);
   try {
     await runBullmqMigrations(client, schema);
     await client.query('BEGIN');
@@ -83,11 +105,11 @@ async function migrate(connection: PostgresConnection, schema: string): Promise<
       }
       await client.query('COMMIT');
     } catch (error) {
-      await client.query('ROLLBACK');
+      await client.query('ROLLBACK').catch(() => {});
       throw error;
     }
   } finally {
-    client.release();
+    release();
   }
 }
 
@@ -124,7 +146,7 @@ export async function createPostgresQueueBackend(target: PostgresQueueTarget): P
   const runner: SqlRunner = {
     query,
     async transaction(fn) {
-      const client = await connection.pool.connect();
+      const { client, release } = await checkout(connection.pool);
       let broken: Error | undefined;
       try {
         await client.query('BEGIN');
@@ -138,7 +160,7 @@ export async function createPostgresQueueBackend(target: PostgresQueueTarget): P
         throw error;
       } finally {
         // A client whose ROLLBACK failed is in an unknown state: destroyed, not reused.
-        client.release(broken !== undefined);
+        release(broken !== undefined);
       }
     },
   };
