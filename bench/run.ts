@@ -2,16 +2,18 @@
  * `npm run bench [-- --quick] [-- --only a,b] [-- --profile]`
  *
  * Measures opspad side by side with what it is built on and against: raw BullMQ, the least SQL
- * that can lease and record item rows, and the seed's literal JSONB design. Every figure comes
+ * that can lease and record item rows (on a minimal table, and on opspad's own), and the seed's
+ * literal JSONB design. It states the load average and Postgres' autovacuum setting it ran with. Every figure comes
  * from this one run on this machine; comparisons are ratios. It prints a table, checks the
  * targets (README, "Performance"), writes bench/results/latest.json and, for a full run, the
  * two charts. A fresh database (opspad_bench_<random>) and BullMQ prefix are created for the
  * run and removed at its end.
  *
  * --quick   smaller sizes and a 5 s HTTP loop: about a minute; a smoke test, not a measurement
- * --only    comma-separated scenario groups: bullmq, throughput (SQL ceiling and opspad in
+ * --only    comma-separated scenario groups: bullmq, throughput (minimal SQL, the same SQL on
+ *           opspad's tables, opspad in worker processes, in-process and on a Redis Cluster, in
  *           turns), updates, http (create, record, HTTP loop), context (and the event-loop block
- *           of reorganizing the largest pad), worker
+ *           of reorganizing the largest pad), worker (memory, and what traces cost a worker)
  * --profile start the opspad processes with --cpu-prof (profiles in bench/results/profiles)
  *
  * Exits 0 whether targets are met or not (the table says); non-zero only when a scenario fails.
@@ -34,6 +36,7 @@ import { benchEventLoop } from './scenarios/event-loop.ts';
 import { benchHttp } from './scenarios/http.ts';
 import { benchUpdates } from './scenarios/record.ts';
 import { benchThroughput } from './scenarios/throughput.ts';
+import { benchTracing } from './scenarios/tracing.ts';
 import { benchWorkerRss } from './scenarios/worker-rss.ts';
 
 const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url));
@@ -44,22 +47,36 @@ const ORDER = [
   'bullmq_job_per_item',
   'bullmq_job_per_batch_b100',
   'bullmq_job_per_batch_b1000',
-  'sql_ceiling_b10',
-  'sql_ceiling_b100',
-  'sql_ceiling_b1000',
+  'sql_minimal_b10',
+  'sql_minimal_b100',
+  'sql_minimal_b1000',
+  'sql_opspad_tables_b10',
+  'sql_opspad_tables_b100',
+  'sql_opspad_tables_b1000',
   'opspad_background_b10',
   'opspad_background_b100',
   'opspad_background_b1000',
   'opspad_background_b100_pgqueue',
   'opspad_background_b1000_pgqueue',
+  'opspad_background_b100_cluster',
+  'opspad_background_b1000_cluster',
+  'opspad_inprocess_b10',
+  'opspad_inprocess_b100',
+  'opspad_inprocess_b1000',
+  'worker_process_items_per_s_n100k',
   'worker_process_items_per_s',
   'record_ms_n1k',
   'record_ms_n1m',
+  'lease_ms_n1k',
+  'lease_ms_n1m',
   'seed_jsonb_update_ms_n10k',
   'opspad_update_ms_n10k',
   'create_1m_s',
+  'create_1m_healthz_max_ms',
   'create_1m_peak_rss_mb',
   'worker_peak_rss_mb',
+  'worker_untraced_items_per_s',
+  'worker_traced_items_per_s',
   'context_render_ms',
   'context_render_chars',
   'event_loop_max_block_ms',
@@ -76,7 +93,7 @@ const ORDER = [
 async function describeMachine(ctx: BenchContext) {
   const [pgVersion] = await ctx.db.query<{ version: string }>('SELECT version()');
   const settings = await ctx.db.query<{ name: string; setting: string }>(
-    `SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers')`,
+    `SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'autovacuum')`,
   );
   const redis = new Redis(ctx.redisUrl, { maxRetriesPerRequest: 1 });
   const info = await redis.info('server');
@@ -178,9 +195,12 @@ async function main(): Promise<number> {
     if (only.has('throughput')) {
       const result = await benchThroughput(ctx, organizationId);
       entries.push(...result.entries);
-      addPoints('SQL ceiling (4 clients)', result.ceiling);
-      addPoints('opspad end to end (1 process)', result.opspad);
-      addPoints('opspad end to end, jobs in Postgres', result.opspadPgQueue);
+      addPoints('minimal SQL (4 clients)', result.minimal);
+      addPoints("the same SQL on opspad's tables", result.opspadTables);
+      addPoints('opspad, 2 worker processes', result.processes);
+      addPoints('opspad, 2 worker processes, jobs in Postgres', result.processesPgQueue);
+      addPoints('opspad in one process', result.inProcess);
+      addPoints('opspad in one process, jobs in a Redis Cluster', result.cluster);
     }
     if (only.has('updates')) {
       const result = await benchUpdates(ctx, organizationId);
@@ -196,6 +216,7 @@ async function main(): Promise<number> {
     }
     if (only.has('worker')) {
       entries.push(...(await benchWorkerRss(ctx, organizationId)));
+      entries.push(...(await benchTracing(ctx, organizationId)));
     }
   } finally {
     await cleanup();
@@ -228,7 +249,7 @@ async function main(): Promise<number> {
   }
 
   process.stdout.write(
-    `\nopspad benchmark (${values.quick ? 'quick: reduced sizes, a smoke test' : 'full'}), ${seconds} s — ${machine.cpus}, ${machine.memory_gb} GB, Node ${machine.node}, ${machine.postgres}, Redis ${machine.redis}; load average ${loadBefore.toFixed(1)} before, ${(loadavg()[0] ?? 0).toFixed(1)} after\n\n`,
+    `\nopspad benchmark (${values.quick ? 'quick: reduced sizes, a smoke test' : 'full'}), ${seconds} s — ${machine.cpus}, ${machine.memory_gb} GB, Node ${machine.node}, ${machine.postgres}, Redis ${machine.redis}; autovacuum ${(machine.postgres_settings as Record<string, string> | undefined)?.autovacuum ?? '?'}; load average ${loadBefore.toFixed(1)} before, ${(loadavg()[0] ?? 0).toFixed(1)} after\n\n`,
   );
   process.stdout.write(`${formatTable(entries)}\n\n`);
   process.stdout.write(

@@ -6,10 +6,11 @@
  * What is exported here is the public contract; everything else under dist/ is internal and may
  * change in any release.
  */
-import { type Config, ConfigError, loadConfig } from './config/env.ts';
+import { API_PARTS, ConfigError, loadSettings, SERVICE_PARTS } from './config/env.ts';
 import type { Handler } from './handlers/types.ts';
 import { createLogger, type Logger } from './logger.ts';
 import { createOpspad as createService } from './main.ts';
+import { StartFailedError } from './start-steps.ts';
 import { createApiKey } from './store/index.ts';
 
 export { openApiDocument } from './api/openapi/document.ts';
@@ -26,7 +27,7 @@ export type {
 } from './handlers/types.ts';
 export { defineHandler, ItemError, RetryableError } from './handlers/types.ts';
 export type { Logger };
-export { ConfigError };
+export { ConfigError, StartFailedError };
 
 /** Organization names are labels chosen by the embedder, bounded like every stored string. */
 const MAX_ORGANIZATION_NAME = 200;
@@ -73,7 +74,11 @@ export interface OpspadService {
 
 /**
  * Starts opspad in this process: applies the migrations, then serves the HTTP API and runs the
- * workers (each can be turned off). Throws {@link ConfigError} when a setting is invalid.
+ * workers (each can be turned off). Throws {@link ConfigError} when a setting it uses is invalid
+ * (with `api: false`, those of the HTTP API and the operator pages are not read). When a
+ * start step fails (the database or Redis unreachable, the port taken, a handler module that
+ * throws), everything opened before it is closed again and the promise rejects with a
+ * {@link StartFailedError} naming the step (`error.step`), the cause in `error.cause`.
  *
  * @example
  * import { createOpspad } from 'opspad';
@@ -83,7 +88,10 @@ export interface OpspadService {
  * process.once('SIGTERM', () => void opspad.close());
  */
 export async function createOpspad(options: CreateOpspadOptions = {}): Promise<OpspadService> {
-  const config: Config = loadConfig(options.env ?? process.env);
+  // Only what this process uses: without the API, its settings (the admin password among them) are not read.
+  const env = options.env ?? process.env;
+  const config =
+    options.api === false ? loadSettings(SERVICE_PARTS, env) : loadSettings([...SERVICE_PARTS, ...API_PARTS], env);
   const logger = options.logger ?? createLogger(config.OPSPAD_LOG_LEVEL);
   const service = await createService({
     config,

@@ -9,10 +9,10 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { authFailureLimiter } from './api/auth-failures.ts';
 import type { AdminCredentials } from './api/basic-auth.ts';
-import { createApp } from './api/create-app.ts';
-import { rateLimitPerKey } from './api/rate-limit.ts';
-import { streamSlots } from './api/stream-slots.ts';
-import type { Config } from './config/env.ts';
+import { createMetricsApp } from './api/metrics-server.ts';
+import { apiSettingsOf, closeServerNow, listenApi, type ServiceConfig } from './api-server.ts';
+import { loadSettings, METRICS_ACCESS_PARTS } from './config/env.ts';
+import { retentionPolicy } from './config/retention.ts';
 import { sizeLimitsOf } from './domain/size-limits.ts';
 import { createEgressGuard } from './egress/index.ts';
 import { createDemoHandler } from './handlers/demo.ts';
@@ -26,16 +26,22 @@ import { createDispatcher, type Dispatcher } from './queue/dispatcher.ts';
 import { openQueueBackend } from './queue/open-queue-backend.ts';
 import { type Reconciler, startReconciler } from './queue/reconciler.ts';
 import { createReorganizeQueue, type ReorganizeQueue, startReorganizeWorker } from './queue/reorganize-queue.ts';
+import { withTelemetry } from './queue/traced-backend.ts';
 import { startWorkerPool, type WorkerPool } from './queue/worker-pool.ts';
 import type { ReorganizeDeps } from './reorganizer/reorganize.ts';
 import { selectReorganizer } from './reorganizer/select.ts';
 import { runShutdown, type ShutdownStep, ShutdownTimeoutError } from './shutdown.ts';
+import { StartFailedError, startSequence } from './start-steps.ts';
 import type { ConversationScope, Queryable } from './store/index.ts';
-import { type OpspadDatabase, openDatabase, runMigrations, webhookSigningSecrets } from './store/index.ts';
-import { createToolRegistry } from './tools/registry.ts';
+import { type OpspadDatabase, openConnectedDatabase, runMigrations, webhookSigningSecrets } from './store/index.ts';
+import { startTracing } from './telemetry/tracing.ts';
+
+export type { ServiceConfig } from './api-server.ts';
+export { StartFailedError };
 
 export interface OpspadOptions {
-  config: Config;
+  /** Every setting (loadConfig), or without the API's when `api` is false (an `opspad worker`). */
+  config: ServiceConfig;
   logger: Logger;
   /** An already-open, migrated database (tests share one); otherwise opened from the config. */
   db?: OpspadDatabase;
@@ -47,11 +53,23 @@ export interface OpspadOptions {
   workers?: boolean;
   /** How often the events stream reads the database (default 1000 ms). */
   eventsPollMs?: number;
+  /**
+   * Called before each start step (see {@link START_STEPS}). For tests: throwing from it fails
+   * that step, for steps that cannot be made to fail from outside.
+   */
+  beforeStartStep?: (step: StartStep) => void | Promise<void>;
+  /**
+   * The host application registered an OpenTelemetry SDK of its own: opspad's spans go to it and
+   * BullMQ jobs carry the trace context, and OTEL_EXPORTER_OTLP_* are not used (default false).
+   */
+  externalTracing?: boolean;
 }
 
 export interface Opspad {
   /** Base URL of the HTTP API, when this process serves it. */
   url: string | undefined;
+  /** Base URL of the metrics port (OPSPAD_METRICS_PORT), when it is set. */
+  metricsUrl: string | undefined;
   db: OpspadDatabase;
   handlers: HandlerRegistry;
   dispatcher: Dispatcher;
@@ -85,8 +103,12 @@ export interface Opspad {
 const HTTP_DRAIN_SHARE = 0.2;
 const BATCH_GRACE_SHARE = 0.5;
 
+function baseUrlOf(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
 /** `database` is called at work time only: handlers are registered before it is opened. */
-function builtInHandlers(config: Config, database: () => Queryable): Handler[] {
+function builtInHandlers(config: ServiceConfig, database: () => Queryable): Handler[] {
   return [
     createWebhookHandler({
       signingSecrets: (organizationId) => webhookSigningSecrets(database(), organizationId),
@@ -96,35 +118,87 @@ function builtInHandlers(config: Config, database: () => Queryable): Handler[] {
   ];
 }
 
+/** The settings that are set: an embedding app's configuration may leave a part's out. */
+function definedOf<T extends object>(config: T): Partial<T> {
+  return Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined)) as Partial<T>;
+}
+
+/** The start steps of {@link createOpspad}, in order; a failure names one of them. */
+export const START_STEPS = [
+  'handlers',
+  'database',
+  'migrations',
+  'tracing',
+  'queue backend',
+  'queues',
+  'HTTP server',
+  'metrics server',
+  'reorganize worker',
+  'reorganize schedule',
+  'workers',
+  'reconciler',
+] as const;
+export type StartStep = (typeof START_STEPS)[number];
+
+/**
+ * Starts opspad in this process. A step that throws closes what the earlier ones opened, in
+ * reverse order, and the promise rejects with a {@link StartFailedError} naming the step.
+ */
 export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   const { config, logger } = options;
   const runApi = options.api ?? true;
   const runWorkers = options.workers ?? true;
-
-  const handlers = createHandlerRegistry([
-    ...builtInHandlers(config, () => db),
-    ...(await loadHandlerModules(config.OPSPAD_HANDLERS)),
-    ...(options.handlers ?? []),
-  ]);
-  const db = options.db ?? (await openDatabase(config));
-  if (!options.db) {
-    await runMigrations(db);
-  }
-  const queueBackend = await openQueueBackend(config, db).catch(async (error: unknown) => {
-    if (!options.db) {
-      await db.close();
-    }
-    throw error;
-  });
-  const metrics = createMetrics();
-  const dispatcher = createDispatcher({ backend: queueBackend, handlers, logger });
-  const reorganizeQueue = createReorganizeQueue(
-    queueBackend,
-    {
-      cron: config.OPSPAD_REORGANIZE_CRON,
-      everyMs: config.OPSPAD_REORGANIZE_INTERVAL,
-    },
+  const apiConfig = runApi ? apiSettingsOf(config) : undefined;
+  const shutdownTimeoutMs = config.OPSPAD_SHUTDOWN_TIMEOUT;
+  const start = startSequence<StartStep>({
     logger,
+    timeoutMs: shutdownTimeoutMs,
+    beforeStep: options.beforeStartStep,
+  });
+
+  const handlers = await start.step('handlers', async () =>
+    createHandlerRegistry([
+      ...builtInHandlers(config, () => db),
+      ...(await loadHandlerModules(config.OPSPAD_HANDLERS)),
+      ...(options.handlers ?? []),
+    ]),
+  );
+  const db =
+    options.db ??
+    (await start.step(
+      'database',
+      () => openConnectedDatabase(config),
+      (opened) => () => opened.close(),
+    ));
+  if (!options.db) {
+    await start.step('migrations', () => runMigrations(db));
+  }
+  // Before any queue exists: each one is created with BullMQ's telemetry hook when traces are on.
+  const tracing = await start.step(
+    'tracing',
+    () => startTracing(config, logger, { external: options.externalTracing }),
+    (started) => () => started.shutdown(),
+  );
+  const queueBackend = withTelemetry(
+    await start.step(
+      'queue backend',
+      () => openQueueBackend(config, db),
+      (backend) => () => backend.close(),
+    ),
+    tracing.bullmq,
+  );
+  const metrics = createMetrics();
+  const { dispatcher, reorganizeQueue } = await start.step(
+    'queues',
+    () => ({
+      dispatcher: createDispatcher({ backend: queueBackend, handlers, logger }),
+      reorganizeQueue: createReorganizeQueue(
+        queueBackend,
+        { cron: config.OPSPAD_REORGANIZE_CRON, everyMs: config.OPSPAD_REORGANIZE_INTERVAL },
+        logger,
+      ),
+    }),
+    (opened) => () => Promise.all([opened.dispatcher.close(), opened.reorganizeQueue.close()]),
   );
   const sizeLimits = sizeLimitsOf(config);
   const reorganizeDeps: ReorganizeDeps = {
@@ -141,126 +215,130 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     });
   };
   const queues = [...dispatcher.queues, reorganizeQueue.queue];
+  // Without the operator surfaces or a metrics port (a worker process), nobody signs in with these.
   const adminPasswordGenerated = config.OPSPAD_ADMIN_PASSWORD === undefined;
-  const admin = {
-    user: config.OPSPAD_ADMIN_USER,
+  const admin: AdminCredentials = {
+    user: config.OPSPAD_ADMIN_USER ?? 'admin',
     password: config.OPSPAD_ADMIN_PASSWORD ?? randomBytes(18).toString('base64url'),
   };
 
-  let server: Server | undefined;
-  let url: string | undefined;
   let accepting = true;
-  if (runApi) {
-    const tools = createToolRegistry({
-      db,
-      maxItems: config.OPSPAD_MAX_ITEMS,
-      sizeLimits,
-      maxActiveBackground: config.OPSPAD_MAX_ACTIVE_BACKGROUND,
-      queuePrefix: config.OPSPAD_QUEUE_PREFIX,
-      hasHandler: (type) => handlers.has(type),
-      checkQueryParams: (type, queryParams) => handlers.get(type)?.checkQueryParams?.(queryParams) ?? [],
-      reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
-      onReorganizeDue,
-      async onActivated(operation) {
-        // Postgres has the operation; if the queue refuses now, the reconciler dispatches it later.
-        await dispatcher.startLanes(operation).catch((error: unknown) => {
-          logger.warn({ err: error, operation_id: operation.id }, 'dispatch deferred to the reconciler');
-        });
-      },
-      async onStopped(operation, reason) {
-        if (operation.state_json.execution !== 'background') {
-          return;
-        }
-        await queueBackend.control
-          .publish({ operation_id: operation.id, reason })
-          .catch((error: unknown) =>
-            logger.warn({ err: error }, 'could not signal workers; they stop at their next batch'),
-          );
-      },
-    });
-    const app = createApp({
-      db,
-      tools,
-      logger,
-      metrics,
-      queues,
-      scratchpad: { ...reorganizeDeps, onReorganizeDue },
-      contextMaxTokens: config.OPSPAD_CONTEXT_MAX_TOKENS,
-      rateLimit: rateLimitPerKey(queueBackend.counter, config.OPSPAD_RATE_LIMIT, logger),
-      authFailures: authFailureLimiter(queueBackend.counter, config.OPSPAD_AUTH_FAILURE_LIMIT, logger),
-      trustProxy: config.OPSPAD_TRUST_PROXY,
-      adminReadOnly: config.OPSPAD_ADMIN_READONLY,
-      streams: {
-        heartbeatMs: config.OPSPAD_STREAM_HEARTBEAT,
-        idleMs: config.OPSPAD_STREAM_IDLE_TIMEOUT,
-        keyCheckMs: config.OPSPAD_STREAM_KEY_CHECK,
-        // A stream renews its slot at every key check: three missed renewals and it lapses.
-        slots: streamSlots(
-          queueBackend.leases,
-          {
-            maxPerKey: config.OPSPAD_MAX_STREAMS_PER_KEY,
-            leaseMs: Math.max(30_000, 3 * config.OPSPAD_STREAM_KEY_CHECK),
-          },
-          logger,
-        ),
-      },
-      admin,
-      maxBodyBytes: config.OPSPAD_MAX_BODY_BYTES,
-      eventsPollMs: options.eventsPollMs,
-      readiness: {
-        checks: {
-          postgres: async () => void (await db.query('SELECT 1')),
-          ...queueBackend.readinessChecks,
-        },
-        accepting: () => accepting,
-      },
-    });
-    server = app.listen(config.PORT, config.HOST);
-    await once(server, 'listening');
-    const { port } = server.address() as AddressInfo;
-    url = `http://${config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST}:${port}`;
+  const server = apiConfig
+    ? await start.step(
+        'HTTP server',
+        () =>
+          listenApi({
+            config: apiConfig,
+            db,
+            handlers,
+            dispatcher,
+            queueBackend,
+            logger,
+            metrics,
+            queues,
+            admin,
+            reorganizeDeps,
+            onReorganizeDue,
+            eventsPollMs: options.eventsPollMs,
+            accepting: () => accepting,
+          }),
+        (listening) => () => closeServerNow(listening),
+      )
+    : undefined;
+  let url: string | undefined;
+  if (server && apiConfig) {
+    url = baseUrlOf(apiConfig.HOST, (server.address() as AddressInfo).port);
     logger.info({ url, database: db.engine, queue: queueBackend.location }, 'opspad API listening');
+  }
+
+  const metricsPort = config.OPSPAD_METRICS_PORT;
+  const metricsServer =
+    metricsPort === undefined
+      ? undefined
+      : await start.step(
+          'metrics server',
+          async () => {
+            // The sign-in settings, from the configuration or (embedded without them) their defaults.
+            const access = { ...loadSettings(METRICS_ACCESS_PARTS, {}), ...definedOf(config) };
+            const listening = createMetricsApp({
+              metrics,
+              queues,
+              admin,
+              authFailures: authFailureLimiter(queueBackend.counter, access.OPSPAD_AUTH_FAILURE_LIMIT, logger),
+              trustProxy: access.OPSPAD_TRUST_PROXY,
+              logger,
+              readiness: {
+                checks: { postgres: async () => void (await db.query('SELECT 1')), ...queueBackend.readinessChecks },
+                accepting: () => accepting,
+              },
+            }).listen(metricsPort, config.OPSPAD_METRICS_HOST);
+            // 'error' (the port is taken) rejects.
+            await once(listening, 'listening');
+            return listening;
+          },
+          (listening) => () => closeServerNow(listening),
+        );
+  let metricsUrl: string | undefined;
+  if (metricsServer) {
+    metricsUrl = baseUrlOf(config.OPSPAD_METRICS_HOST, (metricsServer.address() as AddressInfo).port);
+    logger.info({ url: `${metricsUrl}/metrics` }, 'metrics listening');
   }
 
   let workerPool: WorkerPool | undefined;
   let reconciler: Reconciler | undefined;
   let reorganizeWorker: ReturnType<typeof startReorganizeWorker> | undefined;
   if (runWorkers) {
-    reorganizeWorker = startReorganizeWorker({
-      backend: queueBackend,
-      deps: reorganizeDeps,
-      queue: reorganizeQueue,
-      sweepBatch: config.OPSPAD_REORGANIZE_SWEEP_BATCH,
-      logger,
-    });
-    await reorganizeQueue.ensureScheduler();
-    workerPool = await startWorkerPool({
-      db,
-      handlers,
-      dispatcher,
-      logger,
-      metrics,
-      backend: queueBackend,
-      queuePrefix: config.OPSPAD_QUEUE_PREFIX,
-      leaseTtlMs: config.OPSPAD_LEASE_TTL,
-      jobLockTtlMs: config.OPSPAD_JOB_LOCK_TTL,
-      batchTimeoutMs: config.OPSPAD_BATCH_TIMEOUT,
-      batchGraceMs: config.OPSPAD_BATCH_GRACE,
-    });
-    reconciler = startReconciler({
-      db,
-      dispatcher,
-      handlers,
-      logger,
-      intervalMs: config.OPSPAD_RECONCILE_INTERVAL,
-      pausedTtlMs: config.OPSPAD_PAUSED_TTL,
-      queuePrefix: config.OPSPAD_QUEUE_PREFIX,
-      // Schedulers live in the queue backend: a flushed Redis gets them back on the next pass.
-      ensureSchedulers: () => reorganizeQueue.ensureScheduler(),
-    });
+    reorganizeWorker = await start.step(
+      'reorganize worker',
+      () =>
+        startReorganizeWorker({
+          backend: queueBackend,
+          deps: reorganizeDeps,
+          queue: reorganizeQueue,
+          sweepBatch: config.OPSPAD_REORGANIZE_SWEEP_BATCH,
+          logger,
+        }),
+      (worker) => () => worker.close(),
+    );
+    await start.step('reorganize schedule', () => reorganizeQueue.ensureScheduler());
+    workerPool = await start.step(
+      'workers',
+      () =>
+        startWorkerPool({
+          db,
+          handlers,
+          dispatcher,
+          logger,
+          metrics,
+          backend: queueBackend,
+          queuePrefix: config.OPSPAD_QUEUE_PREFIX,
+          leaseTtlMs: config.OPSPAD_LEASE_TTL,
+          jobLockTtlMs: config.OPSPAD_JOB_LOCK_TTL,
+          batchTimeoutMs: config.OPSPAD_BATCH_TIMEOUT,
+          batchGraceMs: config.OPSPAD_BATCH_GRACE,
+        }),
+      (pool) => () => pool.close(0),
+    );
+    reconciler = await start.step('reconciler', () =>
+      startReconciler({
+        db,
+        dispatcher,
+        handlers,
+        logger,
+        intervalMs: config.OPSPAD_RECONCILE_INTERVAL,
+        pausedTtlMs: config.OPSPAD_PAUSED_TTL,
+        queuePrefix: config.OPSPAD_QUEUE_PREFIX,
+        // Schedulers live in the queue backend: a flushed Redis gets them back on the next pass.
+        ensureSchedulers: () => reorganizeQueue.ensureScheduler(),
+        retention: {
+          policy: retentionPolicy(config),
+          onPruned: (table, rows) => metrics.retentionRowsPruned.inc({ table }, rows),
+        },
+      }),
+    );
   }
 
-  const shutdownTimeoutMs = config.OPSPAD_SHUTDOWN_TIMEOUT;
+  // Not the reverse of start-up: the API stops taking requests before the workers stop.
   const shutdownSteps: ShutdownStep[] = [
     {
       name: 'HTTP server',
@@ -278,11 +356,25 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       force: () => server?.closeAllConnections(),
     },
     { name: 'workers', run: async () => workerPool?.close(shutdownTimeoutMs * BATCH_GRACE_SHARE) },
+    {
+      name: 'metrics server',
+      run: async () => {
+        if (metricsServer) {
+          const open: Server = metricsServer;
+          const closed = new Promise<void>((resolve) => open.close(() => resolve()));
+          open.closeIdleConnections(); // a scraper's keep-alive connection
+          await closed;
+        }
+      },
+      force: () => metricsServer?.closeAllConnections(),
+    },
     { name: 'reorganize worker', run: async () => reorganizeWorker?.close() },
     { name: 'reconciler', run: async () => reconciler?.stop() },
     { name: 'queues', run: async () => Promise.all([dispatcher.close(), reorganizeQueue.close()]) },
     { name: 'queue backend', run: () => queueBackend.close(), force: () => queueBackend.force() },
     { name: 'database', run: () => (options.db ? Promise.resolve() : db.close()) },
+    // Last: the spans of everything above (the final batches included) are exported.
+    { name: 'traces', run: () => tracing.shutdown() },
   ];
 
   let closing: Promise<void> | undefined;
@@ -298,6 +390,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
 
   return {
     url,
+    metricsUrl,
     db,
     handlers,
     dispatcher,

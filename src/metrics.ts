@@ -14,7 +14,16 @@ export interface Metrics {
   batchesAbandoned: Counter<'operation_type' | 'reason'>;
   abandonedPending: Gauge<'operation_type'>;
   batchesDeferred: Counter<'operation_type'>;
+  leaseDuration: Histogram<'operation_type'>;
+  handlerDuration: Histogram<'operation_type'>;
+  recordDuration: Histogram<'operation_type'>;
+  itemsReleased: Counter<'operation_type'>;
+  retentionRowsPruned: Counter<'table'>;
 }
+
+/** Database statements: a lease or a record is one transaction, milliseconds when healthy. */
+const STATEMENT_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+const BATCH_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 export function createMetrics(): Metrics {
   const registry = new Registry();
@@ -30,7 +39,7 @@ export function createMetrics(): Metrics {
       name: 'opspad_batch_duration_seconds',
       help: 'Time a worker spends on one batch: lease, handler, record.',
       labelNames: ['operation_type'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      buckets: BATCH_BUCKETS,
       registers: [registry],
     }),
     leaseExpiries: new Counter({
@@ -71,6 +80,39 @@ export function createMetrics(): Metrics {
       name: 'opspad_batches_deferred_total',
       help: 'Batch jobs put back because their organization held its fair share of the slots while others waited.',
       labelNames: ['operation_type'],
+      registers: [registry],
+    }),
+    leaseDuration: new Histogram({
+      name: 'opspad_lease_duration_seconds',
+      help: 'Time to lease one batch of items in Postgres (one transaction), empty leases included.',
+      labelNames: ['operation_type'],
+      buckets: STATEMENT_BUCKETS,
+      registers: [registry],
+    }),
+    handlerDuration: new Histogram({
+      name: 'opspad_handler_duration_seconds',
+      help: "Time the handler spends on one leased batch (every item's attempts), until it returns or is left behind.",
+      labelNames: ['operation_type'],
+      buckets: BATCH_BUCKETS,
+      registers: [registry],
+    }),
+    recordDuration: new Histogram({
+      name: 'opspad_record_duration_seconds',
+      help: "Time to record one batch's results in Postgres (one transaction).",
+      labelNames: ['operation_type'],
+      buckets: STATEMENT_BUCKETS,
+      registers: [registry],
+    }),
+    itemsReleased: new Counter({
+      name: 'opspad_items_released_total',
+      help: 'Leased items given back unhandled (pause, cancel, shutdown, a spent time budget) for another batch to take.',
+      labelNames: ['operation_type'],
+      registers: [registry],
+    }),
+    retentionRowsPruned: new Counter({
+      name: 'opspad_retention_rows_pruned_total',
+      help: 'Rows retention deleted, by table (counted in the process that ran retention: the reconciler holding the lock).',
+      labelNames: ['table'],
       registers: [registry],
     }),
   };

@@ -11,12 +11,21 @@ import { createOpspad } from '../../src/main.ts';
 import { createOperation } from '../../src/store/index.ts';
 import { type BenchContext, itemIds, timed, waitFor } from '../lib/common.ts';
 
-/** opspad with its workers in this process; `run(batch)` → items/s over the plan's item count. */
-export async function backgroundRunner(ctx: BenchContext, organizationId: string, queue: QueueBackendKind = 'redis') {
-  const prefix = `${ctx.prefix}-inproc${queue === 'redis' ? '' : '-pg'}`;
+/**
+ * opspad with its workers in this process; `run(batch)` → items/s over the plan's item count.
+ * `clusterNodes`: the jobs in that Redis Cluster instead of the run's Redis.
+ */
+export async function backgroundRunner(
+  ctx: BenchContext,
+  organizationId: string,
+  queue: QueueBackendKind = 'redis',
+  clusterNodes?: readonly string[],
+) {
+  const prefix = `${ctx.prefix}-inproc${queue === 'redis' ? (clusterNodes ? '-cluster' : '') : '-pg'}`;
+  const redis = clusterNodes ? { REDIS_CLUSTER_NODES: clusterNodes.join(',') } : { REDIS_URL: ctx.redisUrl };
   const config = loadConfig({
     DATABASE_URL: ctx.databaseUrl,
-    ...(queue === 'redis' ? { REDIS_URL: ctx.redisUrl } : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
+    ...(queue === 'redis' ? redis : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
     OPSPAD_QUEUE_PREFIX: prefix,
     OPSPAD_LOG_LEVEL: 'warn',
   });

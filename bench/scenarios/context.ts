@@ -96,6 +96,15 @@ export async function benchContext(ctx: BenchContext, organizationId: string): P
        WHERE o.conversation_id = $1`,
       [scope.conversationId],
     );
+    // Each operation's 5 leased items as the assistant's batch: a lease row names them.
+    await tx.query(
+      `INSERT INTO assistant_operation_lease (operation_id, owner, ordinals, remaining, expires_at)
+       SELECT i.operation_id, 'assistant', array_agg(i.ordinal), count(*), max(i.lease_expires_at)
+       FROM assistant_operation_item i JOIN assistant_operation o ON o.id = i.operation_id
+       WHERE o.conversation_id = $1 AND i.status = 'leased'
+       GROUP BY i.operation_id`,
+      [scope.conversationId],
+    );
   });
   const refs = Array.from({ length: 100 }, (_, i) => ({
     id: `crm:search-${i}`,

@@ -123,16 +123,30 @@ export async function benchHttp(ctx: BenchContext, organizationId: string): Prom
     });
     const idleRss = rssMb(server.pid);
     const rss = sampleRss(server.pid, 20);
+    // While the create runs, /healthz is asked again and again, one request at a time: its
+    // slowest answer is how long the server kept everyone else waiting.
+    let creating = true;
+    const healthMs: number[] = [];
+    const probe = (async () => {
+      while (creating) {
+        const asked = performance.now();
+        const health = await pool.request({ method: 'GET', path: '/healthz' });
+        await health.body.text();
+        healthMs.push(performance.now() - asked);
+      }
+    })();
     const start = performance.now();
     const created = await send(pool, 'POST', `/v1/conversations/${conversation}/tools/${TOOL}`, key.api_key, body);
     const createMs = performance.now() - start;
+    creating = false;
+    await probe;
     rss.stop();
     if (created.status !== 200) {
       throw new Error(`create of ${ids.length} items answered ${created.status}: ${JSON.stringify(created.json)}`);
     }
     const peak = Math.max(rss.peak, rssMb(server.pid, 'VmHWM'));
     ctx.log(
-      `create ${ids.length} items over HTTP: ${round(createMs / 1000, 2)} s, server RSS ${round(idleRss, 0)} → peak ${round(peak, 0)} MB (${(body.length / 1e6).toFixed(1)} MB body)`,
+      `create ${ids.length} items over HTTP: ${round(createMs / 1000, 2)} s, server RSS ${round(idleRss, 0)} → peak ${round(peak, 0)} MB (${(body.length / 1e6).toFixed(1)} MB body), /healthz meanwhile at most ${round(Math.max(...healthMs), 1)} ms`,
     );
     entries.push(
       {
@@ -141,6 +155,13 @@ export async function benchHttp(ctx: BenchContext, organizationId: string): Prom
         unit: 's',
         n: ids.length,
         note: `one tool call, ${(body.length / 1e6).toFixed(1)} MB body`,
+      },
+      {
+        name: 'create_1m_healthz_max_ms',
+        value: round(Math.max(...healthMs), 1),
+        unit: 'ms',
+        n: healthMs.length,
+        note: `slowest of ${healthMs.length} /healthz asked one after another during the create (p50 ${round(percentile(healthMs, 50), 1)} ms)`,
       },
       {
         name: 'create_1m_peak_rss_mb',

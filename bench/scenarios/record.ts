@@ -10,17 +10,23 @@ import { type BenchContext, type Entry, itemIds, median, round, timed } from '..
 
 const UPDATE_BATCH = 5;
 
-/** Median ms of `recordResults` over `samples` batches of the operation (each leased first). */
+/**
+ * The ms of `recordResults` over `samples` batches of the operation, each leased first (the
+ * lease's ms go to `leaseTimes` when given).
+ */
 export async function measureRecord(
   ctx: BenchContext,
   scope: ConversationScope,
   operationId: string,
   samples: number,
   failEvery = 0,
+  leaseTimes?: number[],
 ): Promise<number[]> {
   const times: number[] = [];
   for (let i = 0; i < samples; i++) {
-    const lease = await leaseBatch(ctx.db, scope, { operationId, owner: 'bench', leaseSeconds: 300 });
+    const { result: lease, ms: leaseMs } = await timed(() =>
+      leaseBatch(ctx.db, scope, { operationId, owner: 'bench', leaseSeconds: 300 }),
+    );
     if (lease.batch.length === 0) {
       break;
     }
@@ -35,6 +41,7 @@ export async function measureRecord(
       }),
     );
     times.push(ms);
+    leaseTimes?.push(leaseMs);
   }
   return times;
 }
@@ -65,23 +72,34 @@ export async function benchRecordPair(
 ): Promise<Entry[]> {
   const small: number[] = [];
   const large: number[] = [];
+  const smallLease: number[] = [];
+  const largeLease: number[] = [];
   let current = await assistantOperation(ctx, organizationId, 1_000, 100);
   while (small.length < ctx.plan.recordSamples) {
-    let [ms] = await measureRecord(ctx, current.scope, current.operationId, 1);
+    let [ms] = await measureRecord(ctx, current.scope, current.operationId, 1, 0, smallLease);
     if (ms === undefined) {
       current = await assistantOperation(ctx, organizationId, 1_000, 100);
-      [ms] = await measureRecord(ctx, current.scope, current.operationId, 1);
+      [ms] = await measureRecord(ctx, current.scope, current.operationId, 1, 0, smallLease);
     }
     small.push(ms as number);
-    const [bigMs] = await measureRecord(ctx, big.scope, big.operationId, 1);
+    const [bigMs] = await measureRecord(ctx, big.scope, big.operationId, 1, 0, largeLease);
     if (bigMs !== undefined) {
       large.push(bigMs);
     }
   }
   ctx.log(
-    `record a 100-item batch: ${round(median(small), 2)} ms at N=1,000, ${round(median(large), 2)} ms at N=${big.items.toLocaleString('en-US')} (in turns)`,
+    `record a 100-item batch: ${round(median(small), 2)} ms at N=1,000, ${round(median(large), 2)} ms at N=${big.items.toLocaleString('en-US')}; lease it: ${round(median(smallLease), 2)} / ${round(median(largeLease), 2)} ms (in turns)`,
   );
   return [
+    { name: 'lease_ms_n1k', value: round(median(smallLease), 2), unit: 'ms', n: smallLease.length, note: 'median' },
+    {
+      name: 'lease_ms_n1m',
+      value: round(median(largeLease), 2),
+      unit: 'ms',
+      baseline: 'lease_ms_n1k',
+      n: largeLease.length,
+      note: `median, in turns with lease_ms_n1k; ${big.items.toLocaleString('en-US')} items`,
+    },
     { name: 'record_ms_n1k', value: round(median(small), 2), unit: 'ms', n: small.length, note: 'median' },
     {
       name: 'record_ms_n1m',

@@ -8,7 +8,11 @@ import { AppError } from '../domain/errors.ts';
 import { authenticateApiKey, type Database, type Principal } from '../store/index.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
 
-export function requireApiKey(db: Database, failures?: AuthFailureLimiter): RequestHandler {
+/**
+ * `cacheTtlMs` (OPSPAD_API_KEY_CACHE_TTL): how long a key found stays trusted without a lookup;
+ * a key revoked by another process is refused within that long (store/api-key-cache.ts).
+ */
+export function requireApiKey(db: Database, failures?: AuthFailureLimiter, cacheTtlMs = 0): RequestHandler {
   return async (req, res, next) => {
     const header = req.get('authorization') ?? '';
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -16,7 +20,7 @@ export function requireApiKey(db: Database, failures?: AuthFailureLimiter): Requ
     if (key) {
       await failures?.refuseIfBlocked('api', req, res);
     }
-    const principal = key ? await authenticateApiKey(db, key) : null;
+    const principal = key ? await authenticateApiKey(db, key, { cacheTtlMs }) : null;
     if (!principal) {
       if (key) {
         await failures?.recordFailure('api', req);

@@ -5,21 +5,22 @@
 import type { Queue } from 'bullmq';
 import express, { type RequestHandler } from 'express';
 import { CONTEXT_MAX_TOKENS_DEFAULT } from '../domain/context-compose.ts';
-import { AppError } from '../domain/errors.ts';
 import { DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
-import { findUnstorableValue } from '../domain/validation.ts';
+import { findUnstorableValue, unstorableValueError } from '../domain/validation.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Database } from '../store/index.ts';
+import { failedItemsByType } from '../store/index.ts';
 import { OPERATION_TOOL_NAME } from '../tools/operation-tool.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey } from './auth.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
 import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
-import { BOARD_PATH, createBoardRouter } from './board.ts';
+import { BOARD_PATH, createBoardRouter, redirectRenamedQueues } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
 import { jsonBody, otherBodyLimit } from './json-body.ts';
 import { docsRouter } from './openapi/docs-route.ts';
+import { operationToolBody as operationToolBodyReader } from './operation-body.ts';
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
 import { guardOperatorChanges, OPERATOR_CSP, operatorHeaders } from './operator-guard.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
@@ -31,6 +32,7 @@ import { operationsRouter } from './routes/operations.ts';
 import { type ScratchpadRoutesDeps, scratchpadRouter } from './routes/scratchpad.ts';
 import { toolsRouter } from './routes/tools.ts';
 import type { StreamSlots } from './stream-slots.ts';
+import { traceRequests } from './trace-requests.ts';
 
 export interface AppDeps {
   db: Database;
@@ -51,6 +53,8 @@ export interface AppDeps {
   rateLimit?: RequestHandler;
   /** Failed sign-ins per client address (OPSPAD_AUTH_FAILURE_LIMIT), if any. */
   authFailures?: AuthFailureLimiter;
+  /** OPSPAD_API_KEY_CACHE_TTL: how long a key found is trusted without a lookup (0: never). */
+  apiKeyCacheTtlMs?: number;
   /** OPSPAD_ADMIN_READONLY */
   adminReadOnly?: boolean;
   /** OPSPAD_TRUST_PROXY: which proxies may name the client's address (none when unset). */
@@ -71,10 +75,7 @@ export interface AppDeps {
 const rejectUnstorableValues: RequestHandler = (req, _res, next) => {
   const issue = findUnstorableValue(req.body);
   if (issue) {
-    throw new AppError('validation_failed', `Invalid input: ${issue.field}: ${issue.message}`, {
-      issues: [issue],
-      total_issues: 1,
-    });
+    throw unstorableValueError(issue);
   }
   next();
 };
@@ -98,28 +99,42 @@ export function createApp(deps: AppDeps): express.Express {
     operatorHeaders(OPERATOR_CSP.board),
     adminAuth,
     guardOperatorChanges({ readOnly }),
-    createBoardRouter(deps.queues, { readOnly }),
+    redirectRenamedQueues(deps.queues),
+    createBoardRouter(deps.queues, { readOnly, failedItems: (days) => failedItemsByType(deps.db, days) }),
   );
   app.use(
     OPERATIONS_PAGE_PATH,
     operatorHeaders(OPERATOR_CSP.page),
     adminAuth,
     express.urlencoded({ extended: false, limit: '4kb' }),
-    adminOperationsRouter({ db: deps.db, tools: deps.tools, adminUser: deps.admin.user, readOnly }),
+    adminOperationsRouter({
+      db: deps.db,
+      tools: deps.tools,
+      adminUser: deps.admin.user,
+      readOnly,
+      stream: {
+        pollMs: deps.eventsPollMs ?? STREAM_DEFAULTS.pollMs,
+        heartbeatMs: deps.streams?.heartbeatMs ?? STREAM_DEFAULTS.heartbeatMs,
+      },
+      accepting: deps.readiness.accepting,
+    }),
   );
 
   const v1 = express.Router();
+  v1.use(traceRequests());
   // Authenticate before reading a body that may be tens of megabytes.
-  v1.use(requireApiKey(deps.db, deps.authFailures));
+  v1.use(requireApiKey(deps.db, deps.authFailures, deps.apiKeyCacheTtlMs));
   if (deps.rateLimit) {
     v1.use(deps.rateLimit);
   }
   // A create carries up to OPSPAD_MAX_ITEMS ids; no other route reads more than it can accept.
-  const operationToolBody = jsonBody({
+  const operationToolLimit = {
     bytes: deps.maxBodyBytes,
     variable: 'OPSPAD_MAX_BODY_BYTES',
     advice: 'Send fewer items per call.',
-  });
+  };
+  // Large creates stream their ids into the database as they arrive (operation-body.ts).
+  const operationToolBody = operationToolBodyReader(operationToolLimit, jsonBody(operationToolLimit));
   const otherBody = jsonBody(
     otherBodyLimit(
       deps.maxBodyBytes,

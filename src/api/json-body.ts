@@ -41,6 +41,46 @@ export function otherBodyLimit(maxBodyBytes: number, maxPadBytes: number): BodyL
   };
 }
 
+/** A body with bytes that are no UTF-8 character. */
+export function invalidUtf8Error(): AppError {
+  return new AppError(
+    'invalid_utf8',
+    'The request body is not valid UTF-8: it holds bytes that are no UTF-8 character (e.g. Latin-1 text, a truncated or overlong sequence, an encoded surrogate). Encode the JSON as UTF-8; escape other characters as \\uXXXX.',
+    { field: '(body)' },
+  );
+}
+
+/** A body over `limit`, counted after decompression. */
+export function bodyTooLargeError(limit: BodyLimit): AppError {
+  return new AppError(
+    'body_too_large',
+    `The request body is larger than the limit of ${limit.bytes} bytes (${limit.variable}), counted after decompression. ${limit.advice}`,
+    { field: '(body)', limit_bytes: limit.bytes, variable: limit.variable },
+  );
+}
+
+export function invalidJsonError(): AppError {
+  return new AppError('invalid_json', 'The request body is not valid JSON.', { field: '(body)' });
+}
+
+/** A Content-Encoding opspad does not decode. */
+export function unsupportedEncodingError(encoding: string): AppError {
+  return new AppError(
+    'invalid_body_encoding',
+    `Invalid body: (body): Content-Encoding "${encoding}" is not supported; use ${SUPPORTED_ENCODINGS}.`,
+    { field: '(body)', content_encoding: encoding },
+  );
+}
+
+/** Bytes that are not what Content-Encoding says. */
+export function corruptEncodingError(encoding: string): AppError {
+  return new AppError(
+    'invalid_body_encoding',
+    `Invalid body: (body): it is not valid ${encoding} data (Content-Encoding: ${encoding}) — corrupt or cut short. Send the whole compressed body, or send it uncompressed without Content-Encoding.`,
+    { field: '(body)', content_encoding: encoding },
+  );
+}
+
 /** Which limit read each request's body, for the error that enforces it. */
 const limitOfRequest = new WeakMap<IncomingMessage, BodyLimit>();
 
@@ -57,11 +97,7 @@ export function jsonBody(limit: BodyLimit): RequestHandler {
         );
       }
       if (!isUtf8(body)) {
-        throw new AppError(
-          'invalid_utf8',
-          'The request body is not valid UTF-8: it holds bytes that are no UTF-8 character (e.g. Latin-1 text, a truncated or overlong sequence, an encoded surrogate). Encode the JSON as UTF-8; escape other characters as \\uXXXX.',
-          { field: '(body)' },
-        );
+        throw invalidUtf8Error();
       }
     },
   });
@@ -71,7 +107,7 @@ export function jsonBody(limit: BodyLimit): RequestHandler {
   };
 }
 
-function contentEncodingOf(req: IncomingMessage): string {
+export function contentEncodingOf(req: IncomingMessage): string {
   return String(req.headers['content-encoding'] ?? 'identity')
     .trim()
     .toLowerCase();
@@ -89,34 +125,22 @@ export function bodyParseError(error: unknown, req: IncomingMessage): AppError |
   const { type } = fields;
   const limit = limitOfRequest.get(req);
   if (type === 'entity.too.large' && limit) {
-    return new AppError(
-      'body_too_large',
-      `The request body is larger than the limit of ${limit.bytes} bytes (${limit.variable}), counted after decompression. ${limit.advice}`,
-      { field: '(body)', limit_bytes: limit.bytes, variable: limit.variable },
-    );
+    return bodyTooLargeError(limit);
   }
   if (type === 'entity.parse.failed') {
-    return new AppError('invalid_json', 'The request body is not valid JSON.', { field: '(body)' });
+    return invalidJsonError();
   }
   if (type === 'charset.unsupported') {
     return new AppError('invalid_utf8', 'The request body must be UTF-8 encoded JSON.', { field: '(body)' });
   }
   const encoding = contentEncodingOf(req);
   if (type === 'encoding.unsupported') {
-    return new AppError(
-      'invalid_body_encoding',
-      `Invalid body: (body): Content-Encoding "${encoding}" is not supported; use ${SUPPORTED_ENCODINGS}.`,
-      { field: '(body)', content_encoding: encoding },
-    );
+    return unsupportedEncodingError(encoding);
   }
   // The decompressor under raw-body failed (zlib and brotli errors carry an errno and a code):
   // the bytes are not what Content-Encoding says.
   if (type === undefined && typeof fields.errno === 'number' && typeof fields.code === 'string') {
-    return new AppError(
-      'invalid_body_encoding',
-      `Invalid body: (body): it is not valid ${encoding} data (Content-Encoding: ${encoding}) — corrupt or cut short. Send the whole compressed body, or send it uncompressed without Content-Encoding.`,
-      { field: '(body)', content_encoding: encoding },
-    );
+    return corruptEncodingError(encoding);
   }
   // Any other error of the body reader (an aborted upload, a length that does not match
   // Content-Length): raw-body types every error of its own, and marks 4xx messages safe to show.

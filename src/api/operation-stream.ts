@@ -20,7 +20,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Request, Response } from 'express';
 import { AppError } from '../domain/errors.ts';
 import { isFinished } from '../domain/operation.ts';
-import { parsePausedBy } from '../domain/paused-by.ts';
+import type { OperationProgress } from '../domain/operation-output.ts';
+import { operationProgressOf } from '../domain/operation-progress.ts';
 import {
   type Database,
   getOperationInOrganization,
@@ -63,17 +64,8 @@ export interface OperationStreamDeps {
 type Snapshot = Awaited<ReturnType<typeof getOperationInOrganization>>;
 
 /** The `progress` event's data (and the `end` event's, but for key_revoked). */
-export function progressOf({ operation, counts }: Snapshot) {
-  return {
-    operation_id: operation.id,
-    status: operation.status,
-    operation_type: operation.operation_type,
-    conversation_id: operation.conversation_id,
-    execution: operation.state_json.execution,
-    paused_reason: operation.status === 'paused' ? (operation.state_json.paused_reason ?? null) : null,
-    paused_by: operation.status === 'paused' ? (parsePausedBy(operation.state_json.paused_by) ?? null) : null,
-    ...counts,
-  };
+export function progressOf({ operation, counts }: Snapshot): OperationProgress {
+  return operationProgressOf(operation, counts);
 }
 
 const NOT_COUNTED: StreamSlot = { renew: async () => {}, release: async () => {} };

@@ -17,11 +17,17 @@ import { AppError } from '../domain/errors.ts';
 
 /** Policies per surface: each allows what its pages load, and nothing may frame them. */
 export const OPERATOR_CSP = {
-  /** The server-rendered operations page: inline styles, forms posting to itself. */
-  page: "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
-  /** Bull Board's single-page app: its own scripts and styles (and the fonts it links). */
+  /**
+   * The server-rendered operations pages: inline styles, forms posting to themselves, and their
+   * one script (served by this app) following their live-update stream.
+   */
+  page: "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  /**
+   * Bull Board's single-page app: its own scripts, styles and fonts, nothing from elsewhere (its
+   * page's link to a web font service is taken out: board.ts).
+   */
   board:
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline' https://fonts.googleapis.com; font-src 'self' data: https://fonts.gstatic.com; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; font-src 'self' data:; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
   /** Plain text and JSON. */
   data: "default-src 'none'; frame-ancestors 'none'",
 } as const;

@@ -4,23 +4,35 @@
  * of shutdown steps that closes all of it in order.
  */
 import { BOARD_PATH } from '../api/board.ts';
-import type { Config } from '../config/env.ts';
+import type { DatabaseSettings } from '../config/env.ts';
 import type { Logger } from '../logger.ts';
-import { createOpspad, type Opspad } from '../main.ts';
+import { createOpspad, type Opspad, type ServiceConfig } from '../main.ts';
 import { assertRedisReachable } from '../queue/connection.ts';
+import { redisTargetOf } from '../queue/redis-target.ts';
 import type { ShutdownStep } from '../shutdown.ts';
-import { type OpspadDatabase, openDatabase, runMigrations } from '../store/index.ts';
+import { startSequence } from '../start-steps.ts';
+import { type OpspadDatabase, openConnectedDatabase, runMigrations } from '../store/index.ts';
 import { ensureEmbeddedDatabaseFree, listenLocalControl } from './local-control.ts';
 import { UsageError } from './usage-error.ts';
 
 /** Opens the configured database, refusing an embedded one another process holds. */
-export async function openForCommand(config: Config): Promise<OpspadDatabase> {
+export async function openDatabaseFree(config: DatabaseSettings): Promise<OpspadDatabase> {
   if (!config.DATABASE_URL) {
     await ensureEmbeddedDatabaseFree(config.OPSPAD_DATA_DIR);
   }
-  const db = await openDatabase(config);
-  await runMigrations(db);
-  return db;
+  return openConnectedDatabase(config);
+}
+
+/** Opens the configured database and applies the migrations (`opspad keys`, `migrate`, …). */
+export async function openForCommand(config: DatabaseSettings): Promise<OpspadDatabase> {
+  const db = await openDatabaseFree(config);
+  try {
+    await runMigrations(db);
+    return db;
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
 }
 
 export interface LocalService {
@@ -30,27 +42,39 @@ export interface LocalService {
   shutdownSteps: readonly ShutdownStep[];
 }
 
-/** Starts opspad in this process (API and workers, or workers only). */
-export async function startLocal(config: Config, logger: Logger, role: 'all' | 'worker'): Promise<LocalService> {
+/**
+ * Starts opspad in this process (API and workers, or workers only). A step that fails closes
+ * what the earlier ones opened and rejects with a StartFailedError naming it.
+ */
+export async function startLocal(config: ServiceConfig, logger: Logger, role: 'all' | 'worker'): Promise<LocalService> {
   if (role === 'worker' && !config.DATABASE_URL) {
     throw new UsageError(
       'opspad worker needs DATABASE_URL: workers in their own processes share one Postgres server. The embedded database serves a single process; use opspad start for that.',
     );
   }
+  const start = startSequence<'Redis' | 'database' | 'migrations' | 'control socket' | 'service'>({
+    logger,
+    timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT,
+  });
   // Before the database: a missing Redis is the most common first-run problem; say so at once.
   if (config.OPSPAD_QUEUE_BACKEND === 'redis') {
-    await assertRedisReachable(config.REDIS_URL as string);
+    await start.step('Redis', () => assertRedisReachable(redisTargetOf(config)));
   }
-  const db = await openForCommand(config);
-  const control = config.DATABASE_URL ? null : await listenLocalControl(config.OPSPAD_DATA_DIR, db);
-  let opspad: Opspad;
-  try {
-    opspad = await createOpspad({ config, logger, db, api: role === 'all' });
-  } catch (error) {
-    control?.close();
-    await db.close();
-    throw error;
-  }
+  const db = await start.step(
+    'database',
+    () => openDatabaseFree(config),
+    (opened) => () => opened.close(),
+  );
+  await start.step('migrations', () => runMigrations(db));
+  const control = config.DATABASE_URL
+    ? null
+    : await start.step(
+        'control socket',
+        () => listenLocalControl(config.OPSPAD_DATA_DIR, db),
+        (server) => () => new Promise<void>((resolve) => server.close(() => resolve())),
+      );
+  // Its own steps name themselves when one fails; this one then closes the above.
+  const opspad = await start.step('service', () => createOpspad({ config, logger, db, api: role === 'all' }));
   if (!config.DATABASE_URL) {
     logger.info(
       { dataDir: config.OPSPAD_DATA_DIR },
@@ -72,10 +96,18 @@ export async function startLocal(config: Config, logger: Logger, role: 'all' | '
   };
 }
 
-/** Where Bull Board is and how to sign in. */
-export function boardLine(opspad: Opspad): string {
-  const password = opspad.adminPasswordGenerated
+function passwordShown(opspad: Opspad): string {
+  return opspad.adminPasswordGenerated
     ? `${opspad.admin.password} (generated for this run; set OPSPAD_ADMIN_PASSWORD to choose one)`
     : '(OPSPAD_ADMIN_PASSWORD)';
-  return `Bull Board: ${opspad.url}${BOARD_PATH}  user: ${opspad.admin.user}  password: ${password}`;
+}
+
+/** Where Bull Board is and how to sign in. */
+export function boardLine(opspad: Opspad): string {
+  return `Bull Board: ${opspad.url}${BOARD_PATH}  user: ${opspad.admin.user}  password: ${passwordShown(opspad)}`;
+}
+
+/** Where a worker's metrics are and how to sign in (the same operator credentials). */
+export function metricsLine(opspad: Opspad): string {
+  return `Metrics: ${opspad.metricsUrl}/metrics  user: ${opspad.admin.user}  password: ${passwordShown(opspad)}`;
 }

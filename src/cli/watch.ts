@@ -2,21 +2,8 @@
  * `opspad ops watch <operation_id>`: follows an operation's server-sent events and draws a live
  * progress bar (done/total, failed, rate, ETA) until the operation ends.
  */
-import { z } from 'zod';
 import { parseServerSentEvents } from '../client/sse.ts';
-
-const Progress = z.object({
-  operation_id: z.string(),
-  status: z.string(),
-  operation_type: z.string(),
-  total_items: z.number(),
-  completed_count: z.number(),
-  failed_count: z.number(),
-  remaining_count: z.number(),
-  in_flight_count: z.number(),
-  paused_reason: z.string().nullable().optional(),
-});
-type Progress = z.infer<typeof Progress>;
+import { OperationProgress } from '../domain/operation-output.ts';
 
 const BAR_WIDTH = 30;
 
@@ -33,7 +20,7 @@ function duration(seconds: number): string {
 }
 
 /** One line describing the operation; `rate` in items per second. */
-export function progressLine(progress: Progress, rate: number): string {
+export function progressLine(progress: OperationProgress, rate: number): string {
   const done = progress.completed_count + progress.failed_count;
   const ratio = progress.total_items === 0 ? 1 : done / progress.total_items;
   const filled = Math.round(ratio * BAR_WIDTH);
@@ -51,7 +38,7 @@ export interface WatchOptions {
 }
 
 /** Returns the final progress when the operation ends (or the stream closes). */
-export async function watchOperation(options: WatchOptions): Promise<Progress | undefined> {
+export async function watchOperation(options: WatchOptions): Promise<OperationProgress | undefined> {
   const response = await fetch(`${options.baseUrl}/v1/operations/${options.operationId}/events`, {
     headers: { authorization: `Bearer ${options.apiKey}`, accept: 'text/event-stream' },
   });
@@ -61,18 +48,18 @@ export async function watchOperation(options: WatchOptions): Promise<Progress | 
   }
   const tty = options.out.isTTY === true;
   const samples: { at: number; done: number }[] = [];
-  let last: Progress | undefined;
+  let last: OperationProgress | undefined;
   let lastLine = '';
   for await (const { event, data } of parseServerSentEvents(response.body)) {
     if (event !== 'progress' && event !== 'end') {
       continue;
     }
     const parsed: unknown = JSON.parse(data);
-    if (event === 'end' && !Progress.safeParse(parsed).success) {
+    if (event === 'end' && !OperationProgress.safeParse(parsed).success) {
       // An end without progress (the key was revoked): say why the stream stopped.
       throw new Error(String((parsed as { message?: unknown } | null)?.message ?? 'the event stream ended'));
     }
-    last = Progress.parse(parsed);
+    last = OperationProgress.parse(parsed);
     const done = last.completed_count + last.failed_count;
     samples.push({ at: Date.now(), done });
     // Rate over the last ~10 s of samples.

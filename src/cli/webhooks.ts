@@ -4,14 +4,12 @@
  * OPSPAD_WEBHOOK_ROTATION_GRACE after a rotation, so receivers can switch without a gap.
  *
  * With the embedded database the command runs inside the running service, through the control
- * socket, like `opspad keys` (the caller passes `run`).
+ * socket, like `opspad keys`.
  */
-import { parseArgs } from 'node:util';
-import type { Config } from '../config/env.ts';
 import type { WebhookSecretInfo } from '../store/index.ts';
-import type { KeyCommand } from './local-control.ts';
-
-const USAGE = 'Usage: opspad webhooks secret --org <name> [--rotate] [--json]';
+import { keyCommand, organizationOption } from './keys.ts';
+import type { WebhookSecretOptions } from './program.ts';
+import { settingsFor } from './settings.ts';
 
 /** Dates arrive as strings through the control socket. */
 type PrintedSecret = Omit<WebhookSecretInfo, 'created_at' | 'previous'> & {
@@ -37,44 +35,20 @@ function describe(info: PrintedSecret, rotated: boolean): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** Runs the command; returns the exit code (2: usage, 1: no such organization). */
-export async function webhooks(
-  config: Config,
-  args: readonly string[],
-  run: (command: KeyCommand) => Promise<unknown>,
-): Promise<number> {
-  const [verb, ...rest] = args;
-  let values: { org?: string; rotate?: boolean; json?: boolean };
-  try {
-    ({ values } = parseArgs({
-      args: rest,
-      options: {
-        org: { type: 'string' },
-        rotate: { type: 'boolean', default: false },
-        json: { type: 'boolean', default: false },
-      },
-      strict: true,
-    }));
-  } catch (error) {
-    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n${USAGE}\n`);
-    return 2;
-  }
-  const org = values.org?.trim();
-  if (verb !== 'secret' || !org) {
-    process.stderr.write(`${verb === 'secret' ? 'webhooks secret needs --org <name>.\n' : ''}${USAGE}\n`);
-    return 2;
-  }
-  const rotate = values.rotate === true;
-  const info = (await run({
+/** Returns the exit code (1: no such organization). */
+export async function webhookSecret(options: WebhookSecretOptions): Promise<number> {
+  const config = settingsFor('webhooks');
+  const org = organizationOption(options.org, 'webhooks secret');
+  const info = (await keyCommand(config, {
     op: 'webhook_secret',
     org,
-    rotate,
+    rotate: options.rotate,
     grace_ms: config.OPSPAD_WEBHOOK_ROTATION_GRACE,
   })) as PrintedSecret | null;
   if (info === null) {
     process.stderr.write(`No organization is named "${org}". Create it with: opspad keys create --org ${org}\n`);
     return 1;
   }
-  process.stdout.write(values.json ? `${JSON.stringify(info)}\n` : describe(info, rotate));
+  process.stdout.write(options.json ? `${JSON.stringify(info)}\n` : describe(info, options.rotate));
   return 0;
 }

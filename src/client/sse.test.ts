@@ -1,10 +1,10 @@
 /** The event-stream parser: the WHATWG framing rules, whatever the chunk boundaries. */
 import { describe, expect, it } from 'vitest';
-import { parseServerSentEvents, type ServerSentEvent } from './sse.ts';
+import { parseEventStream, parseServerSentEvents, type ServerSentEvent } from './sse.ts';
 
-async function parse(chunks: readonly string[]): Promise<ServerSentEvent[]> {
+function bodyOf(chunks: readonly string[]): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
-  const body = new ReadableStream<Uint8Array>({
+  return new ReadableStream<Uint8Array>({
     start(controller) {
       for (const chunk of chunks) {
         controller.enqueue(encoder.encode(chunk));
@@ -12,8 +12,11 @@ async function parse(chunks: readonly string[]): Promise<ServerSentEvent[]> {
       controller.close();
     },
   });
+}
+
+async function parse(chunks: readonly string[]): Promise<ServerSentEvent[]> {
   const events: ServerSentEvent[] = [];
-  for await (const event of parseServerSentEvents(body)) {
+  for await (const event of parseServerSentEvents(bodyOf(chunks))) {
     events.push(event);
   }
   return events;
@@ -100,5 +103,23 @@ describe('parseServerSentEvents', () => {
     }
     expect(cancelled).toBe(true);
     expect(body.locked).toBe(false);
+  });
+
+  it('hands out comments (heartbeats) in stream order when asked, and only then', async () => {
+    const chunks = ['event: progress\ndata: 1\n\n', ': heartbeat\n\n', ':no space\n\n', 'event: end\ndata: 2\n\n'];
+    const items: unknown[] = [];
+    for await (const item of parseEventStream(bodyOf(chunks), { comments: true })) {
+      items.push(item);
+    }
+    expect(items).toEqual([
+      { event: 'progress', data: '1' },
+      { comment: 'heartbeat' },
+      { comment: 'no space' },
+      { event: 'end', data: '2' },
+    ]);
+    expect(await parse(chunks)).toEqual([
+      { event: 'progress', data: '1' },
+      { event: 'end', data: '2' },
+    ]);
   });
 });

@@ -56,15 +56,35 @@ function parseFrame(lines: readonly string[]): ServerSentEvent | undefined {
   };
 }
 
+/** A comment line (`: heartbeat`), text after the colon and its one leading space. */
+export interface ServerSentComment {
+  comment: string;
+}
+
 /** Yields the events of `body` as they arrive; ends when the body does (a partial frame is dropped). */
 export async function* parseServerSentEvents(
   body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
 ): AsyncGenerator<ServerSentEvent> {
+  for await (const item of parseEventStream(body, { comments: false })) {
+    if (!('comment' in item)) {
+      yield item;
+    }
+  }
+}
+
+/**
+ * The events of `body` and, with `comments`, its comment lines as they come: what a reader that
+ * watches the stream's heartbeats needs (the tests of the stream's timing).
+ */
+export async function* parseEventStream(
+  body: AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>,
+  { comments }: { comments: boolean },
+): AsyncGenerator<ServerSentEvent | ServerSentComment> {
   const decoder = new TextDecoder();
   let buffer = '';
   let lines: string[] = [];
   /** Takes the complete lines off the buffer; at the end, a last lone CR ends a line too. */
-  function* frames(final: boolean): Generator<ServerSentEvent> {
+  function* frames(final: boolean): Generator<ServerSentEvent | ServerSentComment> {
     for (let match = /\r\n|\r|\n/.exec(buffer); match; match = /\r\n|\r|\n/.exec(buffer)) {
       // A CR at the very end may be the first half of a CRLF still on its way.
       if (!final && match[0] === '\r' && match.index === buffer.length - 1) {
@@ -77,6 +97,10 @@ export async function* parseServerSentEvents(
         lines = [];
         if (frame) {
           yield frame;
+        }
+      } else if (line.startsWith(':')) {
+        if (comments) {
+          yield { comment: line.slice(line.startsWith(': ') ? 2 : 1) };
         }
       } else {
         lines.push(line);

@@ -58,6 +58,15 @@ describe('loadConfig', () => {
       OPSPAD_STREAM_HEARTBEAT: 15_000,
       OPSPAD_STREAM_IDLE_TIMEOUT: 600_000,
       OPSPAD_STREAM_KEY_CHECK: 5_000,
+      OPSPAD_API_KEY_CACHE_TTL: 5_000,
+      OPSPAD_METRICS_HOST: '127.0.0.1',
+      OTEL_SERVICE_NAME: 'opspad',
+      OTEL_TRACES_SAMPLER: 'parentbased_always_on',
+      OTEL_SDK_DISABLED: false,
+      OPSPAD_RETENTION: 30 * 24 * 3600 * 1000,
+      OPSPAD_RETENTION_FAILURES: 1000,
+      OPSPAD_RETENTION_BATCH: 5000,
+      OPSPAD_RETENTION_BUDGET: 5000,
     });
     expect(loadConfig({}).DATABASE_URL).toBeUndefined();
     expect(loadConfig({}).REDIS_URL).toBeUndefined();
@@ -202,5 +211,18 @@ describe('loadConfig', () => {
 
   it('ignores variables it does not know', () => {
     expect(loadConfig({ PATH: '/usr/bin', HOME: '/root' })).toEqual(loadConfig({}));
+  });
+});
+
+describe('DATABASE_DIRECT_URL', () => {
+  it('goes with DATABASE_URL: the pooler it bypasses', () => {
+    const direct = 'postgres://opspad:pw@db:5432/opspad';
+    expect(
+      loadConfig({ DATABASE_URL: 'postgres://opspad:pw@pgbouncer:6432/opspad', DATABASE_DIRECT_URL: direct })
+        .DATABASE_DIRECT_URL,
+    ).toBe(direct);
+    const error = configErrorOf({ DATABASE_DIRECT_URL: direct });
+    expect(error.message).toContain('DATABASE_DIRECT_URL: goes with DATABASE_URL');
+    expect(error.message).not.toContain('pw@');
   });
 });

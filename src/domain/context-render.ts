@@ -6,26 +6,17 @@
  * heading says once how to call it — and says who paused it. The text has no clock times,
  * so it only changes when the work does (a cached prompt prefix before it survives).
  */
-import { type ListedOperation, remainingOf } from './operation.ts';
-import { type PausedBy, parsePausedBy, pausedByWords } from './paused-by.ts';
+import type { ListedOperation } from './operation.ts';
+import { type ProgressFields, progressFields } from './operation-progress.ts';
+import { pausedByWords } from './paused-by.ts';
 
 const NOTES_PREVIEW_CHARS = 120;
 const REASON_PREVIEW_CHARS = 100;
 
-export interface OperationSummary {
+export interface OperationSummary extends ProgressFields {
   operation_id: string;
   /** The operation's alias in the text (`#1`), or null when it is not shown. */
   alias: string | null;
-  operation_type: string;
-  status: ListedOperation['status'];
-  execution: string;
-  total_items: number;
-  completed_count: number;
-  failed_count: number;
-  remaining_count: number;
-  in_flight_count: number;
-  paused_reason: string | null;
-  paused_by: PausedBy | null;
   /** Set when the operation lives in another conversation than the one asked about. */
   conversation_id?: string;
 }
@@ -34,21 +25,7 @@ export interface OperationSummary {
 export type OpenOperation = ListedOperation & { in_flight_count: number };
 
 export function summarizeOperation(op: OpenOperation, alias: string | null, pausedBy?: string): OperationSummary {
-  const paused = op.status === 'paused';
-  return {
-    operation_id: op.id,
-    alias,
-    operation_type: op.operation_type,
-    status: op.status,
-    execution: op.state_json.execution,
-    total_items: op.total_items,
-    completed_count: op.completed_count,
-    failed_count: op.failed_count,
-    remaining_count: remainingOf(op),
-    in_flight_count: op.in_flight_count,
-    paused_reason: paused ? (op.state_json.paused_reason ?? null) : null,
-    paused_by: paused ? (parsePausedBy(pausedBy ?? op.state_json.paused_by) ?? null) : null,
-  };
+  return { operation_id: op.id, alias, ...progressFields(op, op.in_flight_count, pausedBy) };
 }
 
 /** Tenant text on one line, cut at a word where it must be (never mid-line in the fragment). */

@@ -186,6 +186,9 @@ export const TracesPage = z.object({
     }),
   ),
   next_after: z.number().int().nullable().describe('Pass as after for the next page; null at the end.'),
+  traces_pruned_at: timestamp
+    .optional()
+    .describe('Present once retention deleted this ended execution’s traces (OPSPAD_RETENTION_TRACES after its end).'),
 });
 
 // ─── Tool definitions ───────────────────────────────────────────────────────────────────────

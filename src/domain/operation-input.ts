@@ -52,10 +52,12 @@ function missingOr(action: string, field: string, what: string, otherwise: strin
     isMissing(issue.input) ? `missing: ${action} needs ${field} (${what})` : otherwise;
 }
 
-const itemId = z
+/** One item id: what create's `item_ids` holds (and update's ids), checked element by element when streamed. */
+export const ItemIdInput = z
   .string({ error: 'must be a string' })
   .min(1, 'must not be empty')
   .max(MAX_ITEM_ID_LENGTH, `must be at most ${MAX_ITEM_ID_LENGTH} characters`);
+const itemId = ItemIdInput;
 
 const leaseOwner = z
   .string()
@@ -248,18 +250,25 @@ export type RetryFailedInput = z.infer<typeof RetryFailedInput>;
  * The size limits of a create (README, "Configuration"): each item id, query_params as stored
  * JSON, the notes. The schema's fixed ceilings apply first; these are the deployment's own.
  */
-export function checkCreateSizes(input: CreateInput, limits: SizeLimits): void {
-  if (limits.itemIdLength < MAX_ITEM_ID_LENGTH) {
+export function checkCreateSizes(
+  input: Omit<CreateInput, 'item_ids'> & { item_ids?: readonly string[] },
+  limits: SizeLimits,
+  /** The first id over limits.itemIdLength when the ids were checked as they streamed in. */
+  firstLongId?: { index: number; length: number } | null,
+): void {
+  let long = firstLongId ?? null;
+  if (limits.itemIdLength < MAX_ITEM_ID_LENGTH && input.item_ids) {
     const index = input.item_ids.findIndex((id) => id.length > limits.itemIdLength);
     const id = input.item_ids[index];
-    if (id !== undefined) {
-      throw tooLarge(
-        'itemIdLength',
-        `item_ids[${index}]`,
-        { actual: id.length, max: limits.itemIdLength },
-        'Use a shorter key for the item (e.g. its database id) and keep the rest where the handler can look it up.',
-      );
-    }
+    long = id === undefined ? null : { index, length: id.length };
+  }
+  if (long) {
+    throw tooLarge(
+      'itemIdLength',
+      `item_ids[${long.index}]`,
+      { actual: long.length, max: limits.itemIdLength },
+      'Use a shorter key for the item (e.g. its database id) and keep the rest where the handler can look it up.',
+    );
   }
   checkJsonBytes(
     'queryParamsBytes',

@@ -81,6 +81,21 @@ export const CancelResult = z.object({
   abandoned_count: count,
 });
 
+/** What retention deleted of a finished operation (see the README's "Data lifecycle"). */
+export const ItemsPruned = z
+  .object({
+    at: z.iso.datetime().nullable().describe('When the item rows were deleted; null while the deletion is under way.'),
+    failures_kept: count.describe('Failed items still listed in failures, with their ids and reasons.'),
+    failures_pruned: count.describe('Failed items whose rows were deleted: counted by reason below.'),
+    pruned_failure_reasons: z
+      .array(z.object({ reason: z.string(), count }))
+      .describe('The reasons of the deleted failures, the most frequent first.'),
+    other_pruned_failures: count.describe('Deleted failures with further reasons, not listed one by one.'),
+  })
+  .describe(
+    'Items pruned: the item rows of this finished operation were deleted after the retention period (OPSPAD_RETENTION). Its counts stay exact; item-level data is limited to the failures kept.',
+  );
+
 export const GetResult = z.object({
   ...summary,
   batch_size: count,
@@ -98,6 +113,7 @@ export const GetResult = z.object({
   updated_at: z.iso.datetime(),
   failures: z.array(z.object({ id: z.string(), reason: z.string().nullable() })),
   next_failures_cursor: z.string().nullable().describe('Pass as failures_cursor for the next page; null at the end.'),
+  items_pruned: ItemsPruned.optional(),
 });
 
 export const RetryFailedResult = CreateResult.extend({ retry_of: operationId });
@@ -160,6 +176,7 @@ export type PauseResult = z.output<typeof PauseResult>;
 export type ResumeResult = z.output<typeof ResumeResult>;
 export type CancelResult = z.output<typeof CancelResult>;
 export type GetResult = z.output<typeof GetResult>;
+export type ItemsPruned = z.output<typeof ItemsPruned>;
 export type RetryFailedResult = z.output<typeof RetryFailedResult>;
 export type OperationProgress = z.output<typeof OperationProgress>;
 export type OperationAuditEvent = z.output<typeof OperationAuditEvent>;

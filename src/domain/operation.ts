@@ -4,6 +4,8 @@
  * everywhere.
  */
 
+import type { PrunedFailures } from './retention.ts';
+
 export const OPERATION_STATUS = ['active', 'paused', 'completed', 'cancelled'] as const;
 export type OperationStatus = (typeof OPERATION_STATUS)[number];
 
@@ -46,6 +48,17 @@ export interface OperationState {
    * one database (staging and production, test runs) each reconcile only their own operations.
    */
   queue_prefix?: string;
+  /**
+   * Retention (store/retention-sql.ts), on finished operations only. When the item rows were
+   * deleted (ISO time); while it runs, the ordinal below which they are gone.
+   */
+  items_pruned_at?: string;
+  items_pruned_through?: number;
+  /** The failure rows deleted past OPSPAD_RETENTION_FAILURES, counted by reason. */
+  pruned_failures?: PrunedFailures;
+  /** When the batch events were deleted; while it runs, the event id up to which they are gone. */
+  events_pruned_at?: string;
+  events_pruned_through?: number;
 }
 
 export interface OperationRecord {

@@ -28,7 +28,7 @@ function fieldName(path: readonly PropertyKey[]): string {
     .join('');
 }
 
-export function validationError(error: z.ZodError, what = 'input'): AppError {
+export function validationError(error: z.ZodError, what = 'input', totalIssues = error.issues.length): AppError {
   const issues: FieldIssue[] = error.issues.slice(0, MAX_LISTED_ISSUES).map((issue) => {
     const keys = issue.code === 'unrecognized_keys' ? issue.keys : [];
     return {
@@ -40,10 +40,10 @@ export function validationError(error: z.ZodError, what = 'input'): AppError {
     };
   });
   const summary = issues.map((i) => `${i.field}: ${i.message}`).join('; ');
-  const more = error.issues.length - issues.length;
+  const more = totalIssues - issues.length;
   return new AppError('validation_failed', `Invalid ${what}: ${summary}${more > 0 ? ` (and ${more} more)` : ''}`, {
     issues,
-    total_issues: error.issues.length,
+    total_issues: totalIssues,
   });
 }
 
@@ -102,6 +102,19 @@ const SURROGATE_MESSAGE =
   'must not contain a lone UTF-16 surrogate (\\ud800-\\udfff without its pair): send valid Unicode';
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/** Why `text` cannot be stored (U+0000, a lone surrogate), or null. */
+export function unstorableTextIssue(text: string): string | null {
+  return unstorableIn(text);
+}
+
+/** The 400 for an unstorable value found in a body (see findUnstorableValue). */
+export function unstorableValueError(issue: FieldIssue): AppError {
+  return new AppError('validation_failed', `Invalid input: ${issue.field}: ${issue.message}`, {
+    issues: [issue],
+    total_issues: 1,
+  });
+}
+
 /** U+0000 only. */
 function nulIn(text: string): string | null {
   return text.includes('\u0000') ? NUL_MESSAGE : null;
@@ -120,7 +133,13 @@ function unstorableIn(text: string): string | null {
  * or the first container nested deeper than `maxDepth`; null when there is none. Iterative, so
  * no nesting depth can overflow the stack, and it allocates no path unless it finds one.
  */
-function findIssue(value: unknown, check: (text: string) => string | null, maxDepth: number): FieldIssue | null {
+function findIssue(
+  value: unknown,
+  check: (text: string) => string | null,
+  maxDepth: number,
+  /** The level `value` sits at in the body (the body itself is level 1). */
+  level = 1,
+): FieldIssue | null {
   if (typeof value === 'string') {
     const message = check(value);
     return message ? { field: fieldName([]), message } : null;
@@ -149,7 +168,7 @@ function findIssue(value: unknown, check: (text: string) => string | null, maxDe
     } else {
       const frame = frameOf(key, child);
       if (frame) {
-        if (stack.length >= maxDepth) {
+        if (stack.length + level - 1 >= maxDepth) {
           return { field: fieldName([...pathOf(stack), key]), message: `must not nest deeper than ${maxDepth} levels` };
         }
         stack.push(frame);
@@ -172,6 +191,6 @@ export const MAX_JSON_DEPTH = 100;
  * holding U+0000 or a lone surrogate, or nesting deeper than `maxDepth` (serializing it for
  * Postgres would overflow the stack).
  */
-export function findUnstorableValue(value: unknown, maxDepth = MAX_JSON_DEPTH): FieldIssue | null {
-  return findIssue(value, unstorableIn, maxDepth);
+export function findUnstorableValue(value: unknown, maxDepth = MAX_JSON_DEPTH, level = 1): FieldIssue | null {
+  return findIssue(value, unstorableIn, maxDepth, level);
 }

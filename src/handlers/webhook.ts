@@ -7,6 +7,8 @@
  *   (delivery is at-least-once: a worker may die after the POST and before recording it).
  * - `webhook-timestamp: <unix seconds>` — reject old ones to stop replays.
  * - `webhook-signature: v1,<base64>` — per organization; during a rotation one per secret.
+ * - `traceparent` (W3C trace context), when opspad exports traces: the receiver's own spans join
+ *   the operation's trace, under the batch that sent it. Not signed, and says nothing secret.
  * Verify with any Standard Webhooks library, e.g. `new Webhook(secret).verify(body, headers)`
  * from the `standardwebhooks` npm package.
  *
@@ -28,6 +30,7 @@
  * - `ctx.signal` aborted (pause, cancel, shutdown): the abort is rethrown untouched, so the
  *   item is neither failed nor counted as a bad attempt.
  */
+import { context, propagation } from '@opentelemetry/api';
 import { createEgressGuard, EgressError, type EgressGuard } from '../egress/index.ts';
 import { type ItemContext, ItemError, type ItemHandler, RetryableError } from './types.ts';
 import { webhookBody, webhookQueryParamsIssues } from './webhook-payload.ts';
@@ -144,12 +147,16 @@ export function createWebhookHandler(options: WebhookHandlerOptions): ItemHandle
         timestamp,
         payload: ctx.queryParams.payload,
       });
+      // Empty unless traces are on (the API's propagator is a no-op until an SDK registers one).
+      const traceHeaders: Record<string, string> = {};
+      propagation.inject(context.active(), traceHeaders);
       let status: number;
       let retryAfter: string | string[] | undefined;
       try {
         const response = await guard.request(String(ctx.queryParams.url), {
           method: 'POST',
           headers: {
+            ...traceHeaders,
             'content-type': 'application/json',
             'user-agent': 'opspad-webhook',
             'webhook-id': id,

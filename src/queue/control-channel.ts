@@ -5,8 +5,8 @@
  * reconnecting); nothing depends on it for correctness: each lane also checks the operation's
  * status in Postgres before every batch.
  */
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import type { RedisClient } from './connection.ts';
 
 export const StopMessage = z.object({ operation_id: z.uuid(), reason: z.string() });
 export type StopMessage = z.infer<typeof StopMessage>;
@@ -29,11 +29,14 @@ export function controlChannelName(prefix: string): string {
   return `${prefix}:control`;
 }
 
-/** Redis pub/sub under the deployment's prefix; each subscription has a connection of its own. */
+/**
+ * Redis pub/sub under the deployment's prefix; each subscription has a connection of its own.
+ * On a Redis Cluster a PUBLISH reaches the subscribers of every node (the cluster bus carries it).
+ */
 export function redisControlChannel(options: {
-  publisher: Redis;
+  publisher: RedisClient;
   prefix: string;
-  newSubscriber: () => Redis;
+  newSubscriber: () => RedisClient;
 }): ControlChannel {
   const channel = controlChannelName(options.prefix);
   return {

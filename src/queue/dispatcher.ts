@@ -27,8 +27,13 @@ export interface Dispatcher {
   readonly queues: readonly Queue[];
   /** Starts the lanes of an active background operation for its current dispatch epoch. */
   startLanes(operation: OperationRecord): Promise<number>;
-  /** Adds a lane's next step. */
-  enqueueNext(step: RunBatchPayload): Promise<void>;
+  /**
+   * Adds a lane's next step. `traceContext`, the step's own job trace context (BullMQ's
+   * `opts.telemetry.metadata`), is handed on as it is: every step of a lane is then a child of the
+   * dispatch that started the lane, side by side, instead of each one nested in the one before
+   * (a 10,000-step lane would make a trace 20,000 levels deep).
+   */
+  enqueueNext(step: RunBatchPayload, traceContext?: string): Promise<void>;
   /** `<operation_id>.<epoch>` of every lane with a job that will still run. */
   liveLanes(): Promise<Set<string>>;
   close(): Promise<void>;
@@ -85,8 +90,20 @@ export function createDispatcher(options: {
       );
       return lanes;
     },
-    async enqueueNext(step) {
-      await add({ ...step, seq: step.seq + 1 });
+    async enqueueNext(step, traceContext) {
+      const next = { ...step, seq: step.seq + 1 };
+      if (traceContext === undefined) {
+        await add(next);
+        return;
+      }
+      // addBulk keeps a job's own trace context where add would replace it with the current one.
+      await queueFor(next.operation_type).addBulk([
+        {
+          name: RUN_BATCH_JOB,
+          data: next,
+          opts: { jobId: runBatchJobId(next), telemetry: { metadata: traceContext } },
+        },
+      ]);
     },
     async liveLanes() {
       const live = new Set<string>();

@@ -2,10 +2,11 @@
  * The fair share's state in Redis, beside the type's BullMQ queue keys: sorted sets of the
  * running batches and of the registered workers (scored by expiry), of the parked jobs (scored
  * by when they were parked), and an arrivals counter. A decision is one script, atomic for every
- * process sharing the queue.
+ * process sharing the queue. On a Redis Cluster the prefix is the hash tag `{…}` (redis-target.ts),
+ * so these keys share one slot and a script may touch them together.
  */
-import type { Redis } from 'ioredis';
 import { batchQueueName } from './catalog.ts';
+import type { RedisClient } from './connection.ts';
 import type { FairShareStore } from './fair-share-store.ts';
 
 /** The Redis keys of a type's fair share, beside its BullMQ queue's keys. */
@@ -84,13 +85,13 @@ local popped = redis.call('ZPOPMIN', KEYS[2])
 return popped[1]
 `;
 
-interface FairShareRedis extends Redis {
+type FairShareRedis = RedisClient & {
   opspadFairAcquire(...args: (string | number)[]): Promise<[number, string]>;
   opspadFairRelease(...args: string[]): Promise<string | null>;
-}
+};
 
-function withScripts(redis: Redis): FairShareRedis {
-  const scripted = redis as FairShareRedis;
+function withScripts(redis: RedisClient): FairShareRedis {
+  const scripted = redis as unknown as FairShareRedis;
   if (typeof scripted.opspadFairAcquire !== 'function') {
     redis.defineCommand('opspadFairAcquire', { numberOfKeys: 3, lua: ACQUIRE_LUA });
     redis.defineCommand('opspadFairRelease', { numberOfKeys: 2, lua: RELEASE_LUA });
@@ -103,8 +104,8 @@ function withScripts(redis: Redis): FairShareRedis {
  * `producer` (one that fails fast) the arrivals an HTTP request announces.
  */
 export function redisFairShareStore(options: {
-  commands: () => Redis;
-  producer: Redis;
+  commands: () => RedisClient;
+  producer: RedisClient;
   prefix: string;
   operationType: string;
 }): FairShareStore {

@@ -1,5 +1,6 @@
 /**
- * Builds the process's {@link QueueBackend} from the configuration: Redis at REDIS_URL, or
+ * Builds the process's {@link QueueBackend} from the configuration: Redis at REDIS_URL (or the
+ * Redis Cluster of REDIS_CLUSTER_NODES), or
  * BullMQ's PostgreSQL backend on the database opspad already uses (the server in DATABASE_URL,
  * or the embedded PGlite instance itself, never a second one).
  */
@@ -8,10 +9,17 @@ import type { OpspadDatabase } from '../store/index.ts';
 import type { QueueBackend } from './backend.ts';
 import { createPostgresQueueBackend, type PostgresQueueTarget } from './postgres-backend.ts';
 import { createRedisQueueBackend } from './redis-backend.ts';
+import { redisTargetOf } from './redis-target.ts';
 
 type QueueConfig = Pick<
   Config,
-  'OPSPAD_QUEUE_BACKEND' | 'REDIS_URL' | 'DATABASE_URL' | 'OPSPAD_QUEUE_PREFIX' | 'OPSPAD_PG_POOL_SIZE'
+  | 'OPSPAD_QUEUE_BACKEND'
+  | 'REDIS_URL'
+  | 'REDIS_CLUSTER_NODES'
+  | 'DATABASE_URL'
+  | 'DATABASE_DIRECT_URL'
+  | 'OPSPAD_QUEUE_PREFIX'
+  | 'OPSPAD_PG_POOL_SIZE'
 >;
 
 function postgresTarget(config: QueueConfig, db: OpspadDatabase): PostgresQueueTarget {
@@ -23,7 +31,9 @@ function postgresTarget(config: QueueConfig, db: OpspadDatabase): PostgresQueueT
   }
   return {
     engine: 'postgres',
-    connectionString: config.DATABASE_URL,
+    // BullMQ's pool sets its search_path as a startup parameter and its workers LISTEN: neither
+    // passes a transaction pooler, so the jobs go on the direct connection when there is one.
+    connectionString: config.DATABASE_DIRECT_URL ?? config.DATABASE_URL,
     prefix: config.OPSPAD_QUEUE_PREFIX,
     poolSize: config.OPSPAD_PG_POOL_SIZE,
   };
@@ -35,7 +45,7 @@ function postgresTarget(config: QueueConfig, db: OpspadDatabase): PostgresQueueT
  */
 export async function openQueueBackend(config: QueueConfig, db: OpspadDatabase): Promise<QueueBackend> {
   if (config.OPSPAD_QUEUE_BACKEND === 'redis') {
-    return createRedisQueueBackend({ url: config.REDIS_URL as string, prefix: config.OPSPAD_QUEUE_PREFIX });
+    return createRedisQueueBackend({ target: redisTargetOf(config), queuePrefix: config.OPSPAD_QUEUE_PREFIX });
   }
   return createPostgresQueueBackend(postgresTarget(config, db));
 }

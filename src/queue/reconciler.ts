@@ -7,7 +7,8 @@
  *   backup, a job failed for good) gets a new generation;
  * - expired leases go back to pending, so a crashed worker's items are handed out again;
  * - an operation whose items are all recorded but which is still active is completed;
- * - paused operations untouched for OPSPAD_PAUSED_TTL are cancelled (event `expired`).
+ * - paused operations untouched for OPSPAD_PAUSED_TTL are cancelled (event `expired`);
+ * - then retention deletes what is past keeping (store/retention.ts), within its time budget.
  *
  * It runs on a timer in every worker process rather than as a BullMQ job: it must keep working
  * when the queue has lost everything, its own schedule included. A Postgres advisory lock makes one
@@ -25,6 +26,7 @@ import {
   listIdlePausedOperationsAllOrganizations,
   reclaimExpiredLeases,
 } from '../store/index.ts';
+import { type RetentionOptions, type RetentionReport, runRetention } from '../store/retention.ts';
 import type { Dispatcher } from './dispatcher.ts';
 
 /** Arbitrary, distinct from the migrator's: the lock one reconciler pass holds. */
@@ -37,6 +39,8 @@ export interface ReconcileReport {
   revived: number;
   completed: number;
   expired: number;
+  /** What retention deleted in this pass (absent when retention is not configured or failed). */
+  retention?: RetentionReport;
 }
 
 export interface Reconciler {
@@ -55,6 +59,8 @@ export interface ReconcilerOptions {
   queuePrefix: string;
   /** Re-creates the queue's job schedulers (a flushed Redis loses them). */
   ensureSchedulers?: () => Promise<void>;
+  /** Retention, run after each pass under the same lock; unset: nothing is deleted. */
+  retention?: Omit<RetentionOptions, 'signal'>;
 }
 
 /**
@@ -116,14 +122,52 @@ async function pass(options: ReconcilerOptions): Promise<ReconcileReport> {
   return report;
 }
 
+/**
+ * Retention after a pass, under the pass's lock: one process prunes at a time, on the
+ * reconciler's schedule (no timer of its own). A failed run is logged and tried next pass; it
+ * never keeps the pass's own report from being returned.
+ */
+async function retain(options: ReconcilerOptions, signal: AbortSignal): Promise<RetentionReport | undefined> {
+  if (!options.retention || signal.aborted) {
+    return undefined;
+  }
+  try {
+    const report = await runRetention(options.db, { ...options.retention, signal });
+    const pruned = Object.values(report.pruned).reduce((sum, n) => sum + n, 0);
+    if (pruned > 0) {
+      options.logger.info(
+        { pruned: report.pruned, operations: report.operations, caught_up: report.caughtUp, ms: report.ms },
+        'retention pruned rows',
+      );
+    }
+    return report;
+  } catch (error) {
+    options.logger.warn({ err: error }, 'retention run failed; retrying on the next pass');
+    return undefined;
+  }
+}
+
 export function startReconciler(options: ReconcilerOptions): Reconciler {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<ReconcileReport | undefined> | undefined;
   let stopped = false;
+  const stopping = new AbortController();
 
-  const runOnce = () => {
-    running ??= options.db
-      .withTryLock(RECONCILE_LOCK_KEY, () => pass(options))
+  let queued: Promise<ReconcileReport | undefined> | undefined;
+  const start = () => {
+    running = options.db
+      .withTryLock(RECONCILE_LOCK_KEY, async () => {
+        // Retention needs Postgres only: it runs even when the pass failed (the queue is down).
+        const outcome = await pass(options).then(
+          (report) => ({ report }),
+          (error: unknown) => ({ error }),
+        );
+        const retention = await retain(options, stopping.signal);
+        if ('error' in outcome) {
+          throw outcome.error;
+        }
+        return retention ? { ...outcome.report, retention } : outcome.report;
+      })
       .catch((error: unknown) => {
         options.logger.warn({ err: error }, 'reconcile pass failed; retrying on the next tick');
         return undefined;
@@ -132,6 +176,19 @@ export function startReconciler(options: ReconcilerOptions): Reconciler {
         running = undefined;
       });
     return running;
+  };
+  // A pass asked for while one is under way runs after it: the caller sees a pass that began
+  // after its call (the one in flight may have listed the operations before the caller's change).
+  // Calls that arrive meanwhile share that next pass.
+  const runOnce = (): Promise<ReconcileReport | undefined> => {
+    if (!running) {
+      return start();
+    }
+    queued ??= running.then(() => {
+      queued = undefined;
+      return stopped ? undefined : runOnce();
+    });
+    return queued;
   };
   const tick = async () => {
     const report = await runOnce();
@@ -147,8 +204,9 @@ export function startReconciler(options: ReconcilerOptions): Reconciler {
     runOnce,
     async stop() {
       stopped = true;
+      stopping.abort();
       clearTimeout(timer);
-      await running;
+      await (queued ?? running);
     },
   };
 }

@@ -1,29 +1,46 @@
 /**
- * The Redis backend: BullMQ's default. One producer connection (failing fast, for requests)
- * serves the queues, the control channel's publisher, the request counters and the stream
- * leases; one command connection (retrying while Redis is away) the workers' fair share; each
+ * The Redis backend: BullMQ's default, on one Redis or a Redis Cluster (keys hash-tagged there:
+ * see redis-target.ts). One producer connection (failing fast, for requests)
+ * serves the queues, the control channel's publisher and the stream leases; another, auto-
+ * pipelined, the request counters; one command connection (retrying while Redis is away) the workers' fair share; each
  * worker and each control subscription gets a connection of its own (a blocking read or a
  * subscription holds its connection).
  */
 import { Queue, Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { QueueBackend } from './backend.ts';
-import { assertRedisReachable, createRedisConnection, redactedUrl } from './connection.ts';
+import { assertRedisReachable, createRedisConnection, type RedisClient, untilReady } from './connection.ts';
 import { redisControlChannel } from './control-channel.ts';
 import { redisFairShareStore } from './fair-share-redis.ts';
 import { redisCappedLeases, redisWindowCounter } from './redis-counters.ts';
+import { describeRedisTarget, type RedisTarget, redisKeyPrefix } from './redis-target.ts';
 
-/** Fails (saying what to do) when Redis does not answer; then connects as the backend. */
-export async function createRedisQueueBackend(options: { url: string; prefix: string }): Promise<QueueBackend> {
-  await assertRedisReachable(options.url);
-  const connections: Redis[] = [];
-  const connect = (role: 'worker' | 'producer') => {
-    const connection = createRedisConnection(options.url, role);
+/**
+ * Fails (saying what to do) when Redis does not answer; then connects as the backend.
+ * `queuePrefix` is OPSPAD_QUEUE_PREFIX; the keys' prefix is derived from it (redis-target.ts).
+ */
+export async function createRedisQueueBackend(options: {
+  target: RedisTarget;
+  queuePrefix: string;
+}): Promise<QueueBackend> {
+  await assertRedisReachable(options.target);
+  const prefix = redisKeyPrefix(options.target, options.queuePrefix);
+  const connections: RedisClient[] = [];
+  const connect = (role: 'worker' | 'producer', autoPipeline = false) => {
+    const connection = createRedisConnection(options.target, role, { autoPipeline });
     connections.push(connection);
     return connection;
   };
   const producer = connect('producer');
-  let commands: Redis | undefined;
+  // What every request sends (its rate counter, the sign-in failures of its address) goes on a
+  // connection of its own, auto-pipelined: the commands of the requests in flight share a write.
+  const counters = connect('producer', true);
+  // A producer refuses commands until it is connected; on a cluster that takes a slot map.
+  await Promise.all([untilReady(producer), untilReady(counters)]).catch((error: unknown) => {
+    producer.disconnect();
+    counters.disconnect();
+    throw error;
+  });
+  let commands: RedisClient | undefined;
   const disconnect = () => {
     for (const connection of connections) {
       connection.disconnect();
@@ -31,18 +48,18 @@ export async function createRedisQueueBackend(options: { url: string; prefix: st
   };
   return {
     kind: 'redis',
-    location: `${redactedUrl(options.url)} (key prefix ${options.prefix})`,
-    namespace: options.prefix,
-    createQueue: (name, settings) => new Queue(name, { ...settings, connection: producer, prefix: options.prefix }),
+    location: `${describeRedisTarget(options.target)} (key prefix ${prefix})`,
+    namespace: prefix,
+    createQueue: (name, settings) => new Queue(name, { ...settings, connection: producer, prefix }),
     createWorker: (name, processor, settings) =>
-      new Worker(name, processor, { ...settings, connection: connect('worker'), prefix: options.prefix }),
+      new Worker(name, processor, { ...settings, connection: connect('worker'), prefix }),
     control: redisControlChannel({
       publisher: producer,
-      prefix: options.prefix,
+      prefix,
       newSubscriber: () => connect('worker'),
     }),
-    counter: redisWindowCounter(producer, options.prefix),
-    leases: redisCappedLeases(producer, options.prefix),
+    counter: redisWindowCounter(counters, prefix),
+    leases: redisCappedLeases(producer, prefix),
     fairShare: (operationType) =>
       redisFairShareStore({
         // Never a blocking connection: BullMQ's workers block on theirs.
@@ -51,7 +68,7 @@ export async function createRedisQueueBackend(options: { url: string; prefix: st
           return commands;
         },
         producer,
-        prefix: options.prefix,
+        prefix,
         operationType,
       }),
     readinessChecks: { redis: async () => void (await producer.ping()) },

@@ -5,15 +5,20 @@
  * agree). Taking a lease (drop lapsed ones, count, add) is one script, so concurrent takers never
  * exceed the cap.
  */
-import type { Redis } from 'ioredis';
 import type { CappedLeases, WindowCounter } from './backend.ts';
+import type { RedisClient } from './connection.ts';
 
-export function redisWindowCounter(redis: Redis, prefix: string): WindowCounter {
+/** KEYS[1] the counter; ARGV[1] its expiry in ms. Returns the new count. */
+const INCREMENT = `
+local n = redis.call('INCR', KEYS[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return n`;
+
+export function redisWindowCounter(redis: RedisClient, prefix: string): WindowCounter {
   return {
     async increment(key, window, ttlMs) {
-      const name = `${prefix}:${key}:${window}`;
-      const results = await redis.multi().incr(name).pexpire(name, ttlMs).exec();
-      return Number(results?.[0]?.[1] ?? 0);
+      // One command (a MULTI is not auto-pipelined): counted and given its expiry atomically.
+      return Number(await redis.eval(INCREMENT, 1, `${prefix}:${key}:${window}`, ttlMs));
     },
     async read(key, window) {
       return Number((await redis.get(`${prefix}:${key}:${window}`)) ?? 0);
@@ -42,7 +47,7 @@ redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`;
 
-export function redisCappedLeases(redis: Redis, prefix: string): CappedLeases {
+export function redisCappedLeases(redis: RedisClient, prefix: string): CappedLeases {
   return {
     async acquire(key, member, leaseMs, cap) {
       return Number(await redis.eval(ACQUIRE, 1, `${prefix}:${key}`, member, leaseMs, cap)) === 1;

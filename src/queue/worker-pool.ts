@@ -113,7 +113,15 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     return worker;
   });
   // "Started" means connected and taking jobs: other processes (and tests) may rely on it.
-  await Promise.all(workers.map((worker) => worker.waitUntilReady()));
+  await Promise.all(workers.map((worker) => worker.waitUntilReady())).catch(async (error: unknown) => {
+    // Not started: close what was opened here, so the failed start leaves nothing behind.
+    await Promise.allSettled([
+      ...workers.map((worker) => worker.close(true)),
+      ...[...fairShares.values()].map((fair) => fair.close()),
+      subscription.close(),
+    ]);
+    throw error;
+  });
   options.logger.info({ types: options.handlers.types }, 'workers started');
 
   let closing: Promise<void> | undefined;

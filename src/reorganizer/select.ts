@@ -1,10 +1,10 @@
 /** Picks the reorganizer the configuration names (see OPSPAD_LLM_* in README.md). */
-import type { Config } from '../config/env.ts';
+import type { Settings } from '../config/env.ts';
 import { anthropicReorganizer, builtinReorganizer, openAiReorganizer, type Reorganizer } from './providers.ts';
 
 const DEFAULT_MODELS = { openai: 'gpt-4o-mini', anthropic: 'claude-sonnet-4-5' } as const;
 
-export function selectReorganizer(config: Config): Reorganizer {
+export function selectReorganizer(config: Settings<'reorganizer'>): Reorganizer {
   const provider = config.OPSPAD_LLM_PROVIDER ?? (config.OPSPAD_LLM_BASE_URL ? 'openai' : 'builtin');
   if (provider === 'builtin') {
     return builtinReorganizer;

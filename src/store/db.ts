@@ -9,6 +9,7 @@
 import { once } from 'node:events';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { finished } from 'node:stream/promises';
 import type { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
@@ -19,12 +20,27 @@ export interface Queryable {
   query<R extends object = Row>(text: string, params?: readonly unknown[]): Promise<R[]>;
 }
 
+/** A COPY FROM STDIN in progress, written as its data arrives (see Transaction.openCopy). */
+export interface CopyWriter {
+  /** Sends text-format COPY data; resolves when the connection can take more (backpressure). */
+  write(text: string): Promise<void>;
+  /** Ends the COPY; rejects with the server's error (e.g. a unique violation) if it failed. */
+  end(): Promise<void>;
+  /** Abandons the COPY (CopyFail): the statement fails, and the transaction can roll back. */
+  abort(): Promise<void>;
+}
+
 export interface Transaction extends Queryable {
   /**
    * Streams text-format COPY data into `table`, or is null when the engine has no COPY FROM
    * STDIN (PGlite); callers then fall back to chunked INSERTs.
    */
   readonly copyIn: ((statement: string, chunks: Iterable<string>) => Promise<void>) | null;
+  /**
+   * Starts a COPY FROM STDIN whose data the caller writes as it comes (a request body being
+   * read), or is null when the engine has none (PGlite).
+   */
+  readonly openCopy?: ((statement: string) => CopyWriter) | null;
 }
 
 export interface Database extends Queryable {
@@ -62,14 +78,64 @@ async function withRetries<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
+/**
+ * A COPY FROM STDIN on `client` that the caller writes piece by piece. The stream's error is
+ * heard from the start (an unheard 'error' event would crash the process) and reported by the
+ * next write or by end.
+ */
+function openCopyWriter(client: pg.PoolClient, statement: string): CopyWriter {
+  const stream = client.query(copyFrom(statement));
+  let failure: Error | undefined;
+  stream.on('error', (error: Error) => {
+    failure = error;
+  });
+  return {
+    async write(text) {
+      if (failure) {
+        throw failure;
+      }
+      if (!stream.write(text)) {
+        await once(stream, 'drain');
+      }
+    },
+    async end() {
+      if (failure) {
+        throw failure;
+      }
+      stream.end();
+      await once(stream, 'finish');
+    },
+    async abort() {
+      if (!stream.destroyed) {
+        stream.destroy(new Error('the COPY was abandoned: the request failed'));
+      }
+      await finished(stream).catch(() => {});
+    },
+  };
+}
+
 export interface PostgresOptions {
   connectionString: string;
+  /**
+   * A connection to the server itself, when `connectionString` goes through a pooler in
+   * transaction mode (PgBouncer): what needs a session of its own — the migrations' lock and
+   * the reconciler's — runs there, and the pooled connections send no startup parameter a
+   * pooler refuses.
+   */
+  directConnectionString?: string;
   poolSize?: number;
   applicationName?: string;
 }
 
-/** A pooled connection to a real Postgres server. */
-export function createPostgresDatabase(options: PostgresOptions): Database & { pool: pg.Pool } {
+/** A server session ends a transaction left idle this long (see createPostgresDatabase). */
+const IDLE_IN_TRANSACTION_MS = 15_000;
+
+/**
+ * A pooled connection to a real Postgres server; `pool` serves queries and transactions,
+ * `sessionPool` (the same pool, or one on the direct connection) the session advisory locks.
+ */
+export function createPostgresDatabase(options: PostgresOptions): Database & { pool: pg.Pool; sessionPool: pg.Pool } {
+  const behindPooler = options.directConnectionString !== undefined;
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.poolSize ?? 10,
@@ -77,19 +143,32 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
     // A process that stops mid-transaction (frozen, paused by the OS, partitioned) would hold
     // its row locks forever and stall every worker of that operation; the server ends such a
     // session instead. opspad's transactions never sit idle for anywhere near this long.
-    idle_in_transaction_session_timeout: 15_000,
+    // A pooler refuses the startup parameter (PgBouncer: "unsupported startup parameter"): its
+    // own idle_transaction_timeout does the same job there.
+    ...(behindPooler ? {} : { idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS }),
   });
   // An idle client losing its connection (a server restart) must not crash the process; the
   // pool drops it and the next query opens a new one.
   pool.on('error', () => {});
+  // Session locks hold a connection for as long as they are held: two are plenty (the
+  // migrations' at start, the reconciler's), and the pooled connections stay for queries.
+  const sessionPool = behindPooler
+    ? new pg.Pool({
+        connectionString: options.directConnectionString,
+        max: 2,
+        application_name: options.applicationName ?? 'opspad',
+        idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,
+      })
+    : pool;
+  sessionPool.on('error', () => {});
 
   /**
    * A pooled client for work that spans several statements. A checked-out client whose server
    * connection dies (a restart, `pg_terminate_backend`) emits 'error'; unheard, that event would
    * crash the process. It is heard here, and the client is destroyed on release instead of reused.
    */
-  const checkout = async () => {
-    const client = await pool.connect();
+  const checkout = async (from: pg.Pool = pool) => {
+    const client = await from.connect();
     let lost: Error | undefined;
     const onError = (error: Error) => {
       lost = error;
@@ -110,6 +189,7 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
   return {
     engine: 'postgres',
     pool,
+    sessionPool,
     query: (text, params) => run(pool, text, params),
     async transaction(fn) {
       return withRetries(async () => {
@@ -129,6 +209,7 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
               stream.end();
               await once(stream, 'finish');
             },
+            openCopy: (statement) => openCopyWriter(client, statement),
           };
           const result = await fn(tx);
           await client.query('COMMIT');
@@ -145,7 +226,9 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
       });
     },
     async withTryLock(key, fn) {
-      const { client, release } = await checkout();
+      // A session lock: through a transaction pooler, on the direct connection (the pooler
+      // would hand the lock's server session to other clients between statements).
+      const { client, release } = await checkout(sessionPool);
       try {
         const rows = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [key]);
         if (!rows.rows[0]?.locked) {
@@ -160,7 +243,9 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
         release();
       }
     },
-    close: () => pool.end(),
+    close: async () => {
+      await Promise.all([pool.end(), sessionPool === pool ? undefined : sessionPool.end()]);
+    },
   };
 }
 
@@ -203,11 +288,28 @@ export type OpspadDatabase = PostgresDatabase | PgliteDatabase;
  */
 export async function openDatabase(config: {
   DATABASE_URL?: string | undefined;
+  DATABASE_DIRECT_URL?: string | undefined;
   OPSPAD_DATA_DIR: string;
   OPSPAD_PG_POOL_SIZE: number;
 }): Promise<OpspadDatabase> {
   if (config.DATABASE_URL) {
-    return createPostgresDatabase({ connectionString: config.DATABASE_URL, poolSize: config.OPSPAD_PG_POOL_SIZE });
+    return createPostgresDatabase({
+      connectionString: config.DATABASE_URL,
+      ...(config.DATABASE_DIRECT_URL ? { directConnectionString: config.DATABASE_DIRECT_URL } : {}),
+      poolSize: config.OPSPAD_PG_POOL_SIZE,
+    });
   }
   return createPgliteDatabase(join(config.OPSPAD_DATA_DIR, 'pglite'));
+}
+
+/** Opens the configured database and connects: an unreachable server fails here, not in the migrations. */
+export async function openConnectedDatabase(config: Parameters<typeof openDatabase>[0]): Promise<OpspadDatabase> {
+  const db = await openDatabase(config);
+  try {
+    await db.query('SELECT 1');
+    return db;
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
 }

@@ -1,12 +1,17 @@
+export * from './context-reads.ts';
 export * from './conversation-repo.ts';
 export * from './db.ts';
 export * from './event-repo.ts';
+export { createOperationFromStream, type ItemSink, RepeatedItemIdError } from './item-copy.ts';
 export { type FailureRow, failuresPage } from './item-sql.ts';
 export * from './migrate.ts';
 export * from './notes-repo.ts';
 export * from './operation-repo.ts';
+export * from './operator-view-repo.ts';
 export * from './organization-operations-repo.ts';
 export * from './organization-repo.ts';
+export * from './scratchpad-history.ts';
+export * from './scratchpad-reorganization.ts';
 export * from './scratchpad-repo.ts';
 export * from './webhook-secret-repo.ts';
 export * from './worker-demand.ts';

@@ -3,15 +3,28 @@
  * statement is bounded by the batch it works on (or by the operation's in-flight rows), never by
  * the operation's size: that is what keeps recording O(batch) at a million items.
  *
- * Callers hold a lock of the operation row (operation-repo.ts) before calling any of these:
+ * Callers hold a lock of the operation row (operation-row.ts lockOperation) before calling any of these:
  * exclusive for whatever changes the operation's state, shared for leases and records, which
  * only ever touch their own rows (`SKIP LOCKED`, conditions on each row's status and owner).
+ *
+ * Leases are kept per batch in assistant_operation_lease (one row per owner: its ordinals, how
+ * many of them it still holds, until when); no index of the item table names the columns a
+ * lease or a record changes, so those updates are HOT (README, "Performance"). Every statement
+ * that moves an item into or out of `leased` keeps `remaining` equal to the number of items
+ * leased to that owner; the item row keeps its last owner after it is recorded, which is how a
+ * record knows whose lease to count down. Lock order within a statement: item rows, then the
+ * lease row.
  */
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ItemStatus } from '../domain/operation.ts';
 import type { Queryable, Transaction } from './db.ts';
 
-/** Rows per INSERT when COPY is not available: large enough to amortise, small enough for RSS. */
-const INSERT_CHUNK = 10_000;
+/**
+ * Rows per INSERT when COPY is not available (PGlite). PGlite runs in this thread: each INSERT
+ * holds the event loop while it runs (10,000 rows took 150 ms on a loaded 2-core machine, a
+ * million rows 10 s in one piece), so the chunks are small and the loop gets a turn after each.
+ */
+const INSERT_CHUNK = 2_500;
 /** Characters per COPY write: a few rows per chunk would cost a syscall each. */
 const COPY_CHUNK_CHARS = 256 * 1024;
 
@@ -52,6 +65,9 @@ export async function insertItems(
     return;
   }
   for (let start = 0; start < itemIds.length; start += INSERT_CHUNK) {
+    if (start > 0) {
+      await nextTurn();
+    }
     await tx.query(
       `INSERT INTO assistant_operation_item (operation_id, ordinal, item_id)
        SELECT $1, ($3::int + u.o - 1)::int, u.v FROM unnest($2::text[]) WITH ORDINALITY AS u(v, o)`,
@@ -60,13 +76,16 @@ export async function insertItems(
   }
 }
 
-/** Copies the failed items of `sourceId` into `targetId` as pending rows, in order. */
+/**
+ * Copies the failed items of `sourceId` into `targetId` as pending rows, in order. Only a failure
+ * sets `reason`: the condition on it is what lets the planner use the failures' partial index.
+ */
 export async function copyFailedItems(tx: Queryable, sourceId: string, targetId: string): Promise<number> {
   const rows = await tx.query<{ n: number }>(
     `WITH inserted AS (
        INSERT INTO assistant_operation_item (operation_id, ordinal, item_id)
        SELECT $2, (row_number() OVER (ORDER BY ordinal) - 1)::int, item_id
-       FROM assistant_operation_item WHERE operation_id = $1 AND status = 'failed'
+       FROM assistant_operation_item WHERE operation_id = $1 AND status = 'failed' AND reason IS NOT NULL
        RETURNING 1)
      SELECT count(*)::int AS n FROM inserted`,
     [sourceId, targetId],
@@ -79,6 +98,24 @@ export interface LeasedItem {
   item_id: string;
 }
 
+/**
+ * $1 operation id, $2 owner, $3 lease seconds → the (ordinal, item_id) still leased to the owner,
+ * their lease and the lease row's extended. The owner's lease row names the batch's ordinals, so
+ * this reads the batch's rows by primary key and nothing else; an owner without a lease row (a
+ * worker's new job) costs one primary-key probe.
+ */
+export const RENEW_LEASE_SQL = `WITH renewed AS (
+       UPDATE assistant_operation_item
+       SET lease_expires_at = now() + make_interval(secs => $3)
+       WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
+         SELECT unnest(ordinals) FROM assistant_operation_lease WHERE operation_id = $1 AND owner = $2))
+         AND status = 'leased' AND lease_owner = $2
+       RETURNING ordinal, item_id),
+     lease AS (
+       UPDATE assistant_operation_lease SET expires_at = now() + make_interval(secs => $3)
+       WHERE operation_id = $1 AND owner = $2 AND EXISTS (SELECT 1 FROM renewed))
+     SELECT ordinal, item_id FROM renewed`;
+
 /** The batch currently leased to `owner`, with its lease extended (asking again = heartbeat). */
 export async function renewOwnLease(
   tx: Queryable,
@@ -86,17 +123,17 @@ export async function renewOwnLease(
   owner: string,
   leaseSeconds: number,
 ): Promise<LeasedItem[]> {
-  const rows = await tx.query<LeasedItem>(
-    `UPDATE assistant_operation_item
-     SET lease_expires_at = now() + make_interval(secs => $3)
-     WHERE operation_id = $1 AND status = 'leased' AND lease_owner = $2
-     RETURNING ordinal, item_id`,
-    [operationId, owner, leaseSeconds],
-  );
+  const rows = await tx.query<LeasedItem>(RENEW_LEASE_SQL, [operationId, owner, leaseSeconds]);
   return rows.sort((a, b) => a.ordinal - b.ordinal);
 }
 
-/** Returns expired leases to pending; reports how many and the lowest ordinal among them. */
+/**
+ * Returns expired leases to pending and drops their lease rows; reports how many items and the
+ * lowest ordinal among them. Two statements under the caller's exclusive lock; `now()` is the
+ * transaction's, so both see the same leases expired. Every item leased to an owner expires no
+ * later than its lease row (leases, renewals and extensions set both), so dropping the row
+ * drops exactly the items released here from the in-flight count.
+ */
 export async function releaseExpiredLeases(
   tx: Queryable,
   operationId: string,
@@ -105,22 +142,15 @@ export async function releaseExpiredLeases(
     `WITH released AS (
        UPDATE assistant_operation_item
        SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-       WHERE operation_id = $1 AND status = 'leased' AND lease_expires_at < now()
+       WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
+         SELECT unnest(ordinals) FROM assistant_operation_lease WHERE operation_id = $1 AND expires_at < now()))
+         AND status = 'leased' AND lease_expires_at < now()
        RETURNING ordinal)
      SELECT count(*)::int AS released, min(ordinal)::int AS lowest FROM released`,
     [operationId],
   );
+  await tx.query('DELETE FROM assistant_operation_lease WHERE operation_id = $1 AND expires_at < now()', [operationId]);
   return { released: rows[0]?.released ?? 0, lowestOrdinal: rows[0]?.lowest ?? null };
-}
-
-/** Whether any of the operation's leases has expired (the partial index of leased items). */
-export async function hasExpiredLeases(tx: Queryable, operationId: string): Promise<boolean> {
-  const rows = await tx.query(
-    `SELECT 1 FROM assistant_operation_item
-     WHERE operation_id = $1 AND status = 'leased' AND lease_expires_at < now() LIMIT 1`,
-    [operationId],
-  );
-  return rows.length > 0;
 }
 
 /** Returns the named items still leased to `owner` to pending. */
@@ -135,7 +165,10 @@ export async function releaseOwnedItems(
        UPDATE assistant_operation_item
        SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
        WHERE operation_id = $1 AND status = 'leased' AND lease_owner = $2 AND item_id = ANY($3::text[])
-       RETURNING ordinal)
+       RETURNING ordinal),
+     counted AS (
+       UPDATE assistant_operation_lease SET remaining = remaining - (SELECT count(*)::int FROM released)
+       WHERE operation_id = $1 AND owner = $2)
      SELECT count(*)::int AS released, min(ordinal)::int AS lowest FROM released`,
     [operationId, owner, itemIds],
   );
@@ -144,17 +177,27 @@ export async function releaseOwnedItems(
 
 /**
  * $1 operation id, $2 owner, $3 lease seconds, $4 cursor, $5 batch size → leased (ordinal,
- * item_id). Exported for the plan checks in the scale tests.
+ * item_id), and the owner's lease row written (or, if it had one, extended by the batch) in the
+ * same statement: one round trip. Exported for the plan checks in the scale tests.
  */
-export const LEASE_NEXT_SQL = `UPDATE assistant_operation_item
-     SET status = 'leased', lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3),
-         attempts = attempts + 1, updated_at = now()
-     WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
-       SELECT ordinal FROM assistant_operation_item
-       WHERE operation_id = $1 AND status = 'pending' AND ordinal >= $4
-       ORDER BY ordinal LIMIT $5
-       FOR UPDATE SKIP LOCKED))
-     RETURNING ordinal, item_id`;
+export const LEASE_NEXT_SQL = `WITH leased AS (
+       UPDATE assistant_operation_item
+       SET status = 'leased', lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3),
+           attempts = attempts + 1, updated_at = now()
+       WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
+         SELECT ordinal FROM assistant_operation_item
+         WHERE operation_id = $1 AND status = 'pending' AND ordinal >= $4
+         ORDER BY ordinal LIMIT $5
+         FOR UPDATE SKIP LOCKED))
+       RETURNING ordinal, item_id),
+     lease AS (
+       INSERT INTO assistant_operation_lease AS l (operation_id, owner, ordinals, remaining, expires_at)
+       SELECT $1, $2, array_agg(ordinal), count(*), now() + make_interval(secs => $3) FROM leased
+       HAVING count(*) > 0
+       ON CONFLICT (operation_id, owner) DO UPDATE
+       SET ordinals = l.ordinals || excluded.ordinals, remaining = l.remaining + excluded.remaining,
+           expires_at = excluded.expires_at)
+     SELECT ordinal, item_id FROM leased`;
 
 /**
  * Leases the next `limit` pending items at or after `cursor` to `owner`. The scan starts at
@@ -172,14 +215,33 @@ export async function leaseNext(
   return rows.sort((a, b) => a.ordinal - b.ordinal);
 }
 
+/** Items leased and not recorded: the sum over the operation's lease rows (a handful). */
 export async function countInFlight(tx: Queryable, operationId: string): Promise<number> {
   const rows = await tx.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM assistant_operation_item
-     WHERE operation_id = $1 AND status = 'leased'`,
+    'SELECT coalesce(sum(remaining), 0)::int AS n FROM assistant_operation_lease WHERE operation_id = $1',
     [operationId],
   );
   return rows[0]?.n ?? 0;
 }
+
+/**
+ * {@link countInFlight}, dropping the lease rows whose batch is all recorded (in a lease or
+ * record transaction, where it costs no extra round trip): the lease table keeps only the
+ * leases in force, so reading it stays O(lanes) over the whole operation.
+ */
+export async function countInFlightDroppingSpent(tx: Queryable, operationId: string): Promise<number> {
+  const rows = await tx.query<{ n: number }>(
+    `WITH spent AS (DELETE FROM assistant_operation_lease WHERE operation_id = $1 AND remaining <= 0)
+     SELECT coalesce(sum(remaining), 0)::int AS n FROM assistant_operation_lease
+     WHERE operation_id = $1 AND remaining > 0`,
+    [operationId],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** The in-flight count of the operation aliased `o`, as a column of a list of operations. */
+export const IN_FLIGHT_COLUMN = `(SELECT coalesce(sum(l.remaining), 0)::int FROM assistant_operation_lease l
+        WHERE l.operation_id = o.id) AS in_flight_count`;
 
 export interface ItemState {
   ordinal: number;
@@ -209,26 +271,60 @@ const RECORDABLE = `(i.status = 'pending'
          OR (i.status = 'leased' AND (i.lease_owner = $3 OR i.lease_expires_at < now())))`;
 
 /**
+ * Counts down the leases of the items a record statement (`recorded`) took out of `leased`:
+ * their row keeps its last owner, and a pending row has none. Commutes (`remaining - n`), so
+ * records running side by side may apply it in any order.
+ */
+const COUNT_DOWN_LEASES = `counted AS (
+       UPDATE assistant_operation_lease AS l SET remaining = l.remaining - c.n
+       FROM (SELECT lease_owner, count(*)::int AS n FROM recorded WHERE lease_owner IS NOT NULL GROUP BY lease_owner) c
+       WHERE l.operation_id = $1 AND l.owner = c.lease_owner)`;
+
+/**
  * $1 operation id, $2 item ids, $3 reporter → (ordinal, item_id) of the items this statement
  * completed. Matching by item id and recording in one statement is what keeps a report to one
  * pass over the batch's index entries; the ids it did not record are looked up afterwards, only
- * when there are any (see recordResults).
+ * when there are any (see recordResults). Only unindexed columns change: a HOT update.
  */
-export const RECORD_COMPLETED_SQL = `UPDATE assistant_operation_item AS i
-     SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL, reason = NULL, updated_at = now()
-     WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND ${RECORDABLE}
-     RETURNING i.ordinal, i.item_id`;
+export const RECORD_COMPLETED_SQL = `WITH recorded AS (
+       UPDATE assistant_operation_item AS i
+       SET status = 'completed', lease_expires_at = NULL, reason = NULL, updated_at = now()
+       WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND ${RECORDABLE}
+       RETURNING i.ordinal, i.item_id, i.lease_owner),
+     ${COUNT_DOWN_LEASES}
+     SELECT ordinal, item_id FROM recorded`;
 
 /**
  * $1 operation id, $2 item ids, $3 reporter, $4 reasons (same order as $2) → (ordinal, item_id)
  * of the items this statement failed. The `item_id = ANY($2)` condition gives the planner the
- * index path; joining the unnest alone can pick a nested loop over the whole array.
+ * index path; joining the unnest alone can pick a nested loop over the whole array. Setting
+ * the reason enters the row in the failures' index: the one record change that is not HOT.
  */
-export const RECORD_FAILED_SQL = `UPDATE assistant_operation_item AS i
-     SET status = 'failed', reason = f.reason, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-     FROM unnest($2::text[], $4::text[]) AS f(item_id, reason)
-     WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND i.item_id = f.item_id AND ${RECORDABLE}
-     RETURNING i.ordinal, i.item_id`;
+export const RECORD_FAILED_SQL = `WITH recorded AS (
+       UPDATE assistant_operation_item AS i
+       SET status = 'failed', reason = f.reason, lease_expires_at = NULL, updated_at = now()
+       FROM unnest($2::text[], $4::text[]) AS f(item_id, reason)
+       WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND i.item_id = f.item_id AND ${RECORDABLE}
+       RETURNING i.ordinal, i.item_id, i.lease_owner),
+     ${COUNT_DOWN_LEASES}
+     SELECT ordinal, item_id FROM recorded`;
+
+/**
+ * A report with both kinds, in one statement instead of one per kind (one round trip fewer for
+ * the usual `update` of an assistant): $1 operation id, $2 item ids, $3 reporter, $4 reasons in
+ * $2's order, null for a completion → (ordinal, item_id, status) of the items it recorded. The
+ * kinds are disjoint (record-report.ts refuses an id in both). A completion sets no reason, so
+ * its update stays HOT, as in RECORD_COMPLETED_SQL.
+ */
+export const RECORD_MIXED_SQL = `WITH recorded AS (
+       UPDATE assistant_operation_item AS i
+       SET status = CASE WHEN f.reason IS NULL THEN 'completed' ELSE 'failed' END,
+           reason = f.reason, lease_expires_at = NULL, updated_at = now()
+       FROM unnest($2::text[], $4::text[]) AS f(item_id, reason)
+       WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND i.item_id = f.item_id AND ${RECORDABLE}
+       RETURNING i.ordinal, i.item_id, i.lease_owner, i.status),
+     ${COUNT_DOWN_LEASES}
+     SELECT ordinal, item_id, status FROM recorded`;
 
 export interface RecordedItem {
   ordinal: number;
@@ -262,14 +358,38 @@ export async function recordFailed(
   return tx.query<RecordedItem>(RECORD_FAILED_SQL, [operationId, itemIds, owner, reasons]);
 }
 
-/** Marks every item not yet recorded as abandoned (cancel, forced complete). */
+/** Completes `completedIds` and fails `failedIds` (with `reasons`) in one statement (RECORD_MIXED_SQL). */
+export async function recordMixed(
+  tx: Queryable,
+  operationId: string,
+  completedIds: readonly string[],
+  failedIds: readonly string[],
+  reasons: readonly string[],
+  owner: string,
+): Promise<{ completed: RecordedItem[]; failed: RecordedItem[] }> {
+  const rows = await tx.query<RecordedItem & { status: string }>(RECORD_MIXED_SQL, [
+    operationId,
+    [...completedIds, ...failedIds],
+    owner,
+    [...completedIds.map(() => null), ...reasons],
+  ]);
+  const completed: RecordedItem[] = [];
+  const failed: RecordedItem[] = [];
+  for (const { ordinal, item_id, status } of rows) {
+    (status === 'completed' ? completed : failed).push({ ordinal, item_id });
+  }
+  return { completed, failed };
+}
+
+/** Marks every item not yet recorded as abandoned (cancel, forced complete); no lease stays. */
 export async function abandonUnrecorded(tx: Queryable, operationId: string): Promise<number> {
   const rows = await tx.query<{ n: number }>(
     `WITH abandoned AS (
        UPDATE assistant_operation_item
        SET status = 'abandoned', lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
        WHERE operation_id = $1 AND status IN ('pending', 'leased')
-       RETURNING 1)
+       RETURNING 1),
+     leases AS (DELETE FROM assistant_operation_lease WHERE operation_id = $1 AND (SELECT count(*) FROM abandoned) >= 0)
      SELECT count(*)::int AS n FROM abandoned`,
     [operationId],
   );
@@ -291,7 +411,7 @@ export async function failuresPage(
 ): Promise<FailureRow[]> {
   return tx.query<FailureRow>(
     `SELECT ordinal, item_id, reason FROM assistant_operation_item
-     WHERE operation_id = $1 AND status = 'failed' AND ordinal > $2
+     WHERE operation_id = $1 AND status = 'failed' AND reason IS NOT NULL AND ordinal > $2
      ORDER BY ordinal LIMIT $3`,
     [operationId, afterOrdinal, limit],
   );

@@ -1,6 +1,7 @@
 /**
  * Applies the committed drizzle-kit migrations in drizzle/. On Postgres an advisory lock makes
- * concurrent starts (several API or worker processes) wait for one migrator instead of racing.
+ * concurrent starts (several API or worker processes) wait for one migrator instead of racing;
+ * it is a session lock, so it runs on the direct connection when there is one.
  */
 import { fileURLToPath } from 'node:url';
 import type { PGlite } from '@electric-sql/pglite';
@@ -20,7 +21,7 @@ const MIGRATION_LOCK_KEY = 7_303_140_001;
  * it and then upgrade it.
  */
 export async function runMigrations(
-  db: Database & ({ pool: pg.Pool } | { pglite: PGlite }),
+  db: Database & ({ pool: pg.Pool; sessionPool?: pg.Pool } | { pglite: PGlite }),
   { migrationsFolder = MIGRATIONS_FOLDER }: { migrationsFolder?: string } = {},
 ): Promise<void> {
   if ('pglite' in db) {
@@ -33,7 +34,9 @@ export async function runMigrations(
     await migratePglite(drizzlePglite({ client: db.pglite }), { migrationsFolder });
     return;
   }
-  const client = await db.pool.connect();
+  // The lock is a session's, and so is the migration: on the direct connection when the pool
+  // goes through a transaction pooler (DATABASE_DIRECT_URL).
+  const client = await (db.sessionPool ?? db.pool).connect();
   // A connection lost mid-migration fails the migration below; it must not crash the process.
   const onError = () => {};
   client.on('error', onError);

@@ -128,12 +128,13 @@ export async function listTraces(
   organizationId: string,
   executionId: string,
   { afterSeq, limit }: { afterSeq: number; limit: number },
-): Promise<{ traces: TraceRecord[]; hasMore: boolean }> {
-  const found = await db.query('SELECT 1 FROM assistant_execution WHERE id = $1 AND organization_id = $2', [
-    executionId,
-    organizationId,
-  ]);
-  if (found.length === 0) {
+): Promise<{ traces: TraceRecord[]; hasMore: boolean; prunedAt: Date | null }> {
+  const found = await db.query<{ traces_pruned_at: Date | null }>(
+    'SELECT traces_pruned_at FROM assistant_execution WHERE id = $1 AND organization_id = $2',
+    [executionId, organizationId],
+  );
+  const execution = found[0];
+  if (!execution) {
     throw executionNotFound(executionId);
   }
   const rows = await db.query<TraceRecord>(
@@ -147,7 +148,7 @@ export async function listTraces(
      LIMIT $4`,
     [executionId, organizationId, afterSeq, limit + 1],
   );
-  return { traces: rows.slice(0, limit), hasMore: rows.length > limit };
+  return { traces: rows.slice(0, limit), hasMore: rows.length > limit, prunedAt: execution.traces_pruned_at };
 }
 
 /**

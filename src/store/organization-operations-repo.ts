@@ -6,6 +6,7 @@
  */
 import type { ListedOperation } from '../domain/operation.ts';
 import type { Queryable } from './db.ts';
+import { IN_FLIGHT_COLUMN } from './item-sql.ts';
 
 export interface OrganizationOpenOperations {
   operations: (ListedOperation & { in_flight_count: number })[];
@@ -31,8 +32,7 @@ export async function listOpenOperationsInOrganization(
   const params = [organizationId, exceptConversationId ?? null];
   const operations = await db.query<ListedOperation & { in_flight_count: number }>(
     `SELECT ${COLUMNS},
-       (SELECT count(*)::int FROM assistant_operation_item i
-        WHERE i.operation_id = o.id AND i.status = 'leased') AS in_flight_count
+       ${IN_FLIGHT_COLUMN}
      FROM assistant_conversation c JOIN assistant_operation o ON o.conversation_id = c.id
      WHERE ${where}
      ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id

@@ -4,6 +4,7 @@
  * lookup leaks nothing about how close a wrong key came.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { cachedPrincipal, forgetApiKey, rememberPrincipal } from './api-key-cache.ts';
 import type { Queryable } from './db.ts';
 import { newWebhookSecret } from './webhook-secret-repo.ts';
 
@@ -51,17 +52,35 @@ export interface Principal {
   keyId: string;
 }
 
-/** The organization a (not revoked) key belongs to, or null. */
-export async function authenticateApiKey(db: Queryable, apiKey: string): Promise<Principal | null> {
+/**
+ * The organization a (not revoked) key belongs to, or null. With `cacheTtlMs`, a key found is
+ * remembered that long (api-key-cache.ts: what that means for revocation).
+ */
+export async function authenticateApiKey(
+  db: Queryable,
+  apiKey: string,
+  options: { cacheTtlMs?: number } = {},
+): Promise<Principal | null> {
   if (!apiKey.startsWith(KEY_PREFIX)) {
     return null;
   }
+  const keyHash = hashApiKey(apiKey);
+  const ttlMs = options.cacheTtlMs ?? 0;
+  const cached = ttlMs > 0 ? cachedPrincipal(keyHash) : undefined;
+  if (cached) {
+    return cached;
+  }
   const rows = await db.query<{ organization_id: string; id: string }>(
     'SELECT organization_id, id FROM api_key WHERE key_hash = $1 AND revoked_at IS NULL',
-    [hashApiKey(apiKey)],
+    [keyHash],
   );
   const row = rows[0];
-  return row ? { organizationId: row.organization_id, keyId: row.id } : null;
+  if (!row) {
+    return null;
+  }
+  const principal = { organizationId: row.organization_id, keyId: row.id };
+  rememberPrincipal(keyHash, principal, ttlMs);
+  return principal;
 }
 
 /**
@@ -97,7 +116,8 @@ export async function listApiKeys(db: Queryable, organizationName: string): Prom
 
 /**
  * Revokes a key, named by its id or by the key itself; returns it, or null when no key matches.
- * Requests with it are refused from then on (there is no cache to outlive).
+ * This process refuses it from the next request on; other API processes within their key
+ * cache's TTL (api-key-cache.ts).
  */
 export async function revokeApiKey(db: Queryable, keyIdOrKey: string): Promise<ApiKeySummary | null> {
   const byKey = keyIdOrKey.startsWith(KEY_PREFIX);
@@ -108,5 +128,9 @@ export async function revokeApiKey(db: Queryable, keyIdOrKey: string): Promise<A
      RETURNING k.id AS key_id, k.organization_id, o.name AS organization, k.key_prefix, k.created_at, k.revoked_at`,
     [byKey ? hashApiKey(keyIdOrKey) : keyIdOrKey.toLowerCase()],
   );
-  return rows[0] ?? null;
+  const revoked = rows[0] ?? null;
+  if (revoked) {
+    forgetApiKey(revoked.key_id);
+  }
+  return revoked;
 }

@@ -9,6 +9,7 @@
 import { sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import {
+  bigint,
   bigserial,
   boolean,
   check,
@@ -126,6 +127,15 @@ export const assistantOperation = pgTable(
       .on(t.conversationId, t.organizationId)
       .where(sql`status = 'active'`),
     check('ck_assistant_operation_status', sql`status IN ('active', 'paused', 'completed', 'cancelled')`),
+    // Retention (src/store/retention-sql.ts): finished operations whose item rows, or whose batch
+    // events, are still there, by finish time. Each holds only the operations retention has yet
+    // to visit, so finding the next ones costs O(found), however many operations are kept.
+    index('idx_assistant_operation_items_unpruned')
+      .on(t.updatedAt)
+      .where(sql`status IN ('completed', 'cancelled') AND NOT (state_json ? 'items_pruned_at')`),
+    index('idx_assistant_operation_events_unpruned')
+      .on(t.updatedAt)
+      .where(sql`status IN ('completed', 'cancelled') AND NOT (state_json ? 'events_pruned_at')`),
   ],
 );
 
@@ -156,16 +166,38 @@ export const assistantOperationItem = pgTable(
     primaryKey({ columns: [t.operationId, t.ordinal], name: 'pk_assistant_operation_item' }),
     // `update` names items by id; the index also makes ids unique within an operation.
     uniqueIndex('uq_assistant_operation_item_id').on(t.operationId, t.itemId),
-    // Small by construction: only the rows in flight. Serves "my current batch", the in-flight
-    // count and the expired-lease sweep without touching finished rows.
-    index('idx_assistant_operation_item_leased').on(t.operationId, t.leaseExpiresAt).where(sql`status = 'leased'`),
-    // The failure page of `get` and `retry_failed` read only failed rows.
-    index('idx_assistant_operation_item_failed').on(t.operationId, t.ordinal).where(sql`status = 'failed'`),
+    // No index names status, lease_owner or lease_expires_at, not even in a predicate: then a
+    // row's pending → leased → completed changes are HOT updates (no new index entries, dead
+    // versions pruned in the page without vacuum), helped by the table's fillfactor
+    // (drizzle/0005_ledger_leases.sql). Leases are found through assistant_operation_lease.
+    // The failure page of `get` and `retry_failed` read only failed rows; only a failure sets
+    // reason, so this index leaves the other changes HOT.
+    index('idx_assistant_operation_item_failure').on(t.operationId, t.ordinal).where(sql`reason IS NOT NULL`),
     check(
       'ck_assistant_operation_item_status',
       sql`status IN ('pending', 'leased', 'completed', 'failed', 'abandoned')`,
     ),
   ],
+);
+
+/**
+ * The leases in force, one row per batch: what the owner holds (`ordinals`), how many of them it
+ * still holds (`remaining`: the operation's in-flight count is the sum), and until when. A
+ * handful of rows per operation whatever its size, so renewing a batch, counting what is in
+ * flight and finding expired leases never read item rows other than the batch's own.
+ */
+export const assistantOperationLease = pgTable(
+  'assistant_operation_lease',
+  {
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+    owner: text('owner').notNull(),
+    ordinals: integer('ordinals').array().notNull(),
+    remaining: integer('remaining').notNull(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.operationId, t.owner], name: 'pk_assistant_operation_lease' })],
 );
 
 /** Append-only audit trail of what happened to each operation, and who did it. */
@@ -204,10 +236,16 @@ export const assistantExecution = pgTable(
     status: varchar('status', { length: 16 }).notNull().default('running'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     endedAt: timestamp('ended_at', { withTimezone: true }),
+    /** Retention deleted this ended execution's traces (OPSPAD_RETENTION_TRACES after its end). */
+    tracesPrunedAt: timestamp('traces_pruned_at', { withTimezone: true }),
   },
   (t) => [
     belongsToConversation('assistant_execution', t),
     index('idx_assistant_execution_conversation').on(t.conversationId),
+    // Ended executions whose traces retention has yet to delete, by end time.
+    index('idx_assistant_execution_traces_unpruned')
+      .on(t.endedAt)
+      .where(sql`status = 'ended' AND traces_pruned_at IS NULL`),
     check('ck_assistant_execution_status', sql`status IN ('running', 'ended')`),
   ],
 );
@@ -283,10 +321,14 @@ export const scratchpad = pgTable(
      */
     recitation: jsonb('recitation'),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+    /** Retention deleted the versions up to this one (keeping the newest OPSPAD_RETENTION_PAD_VERSIONS). */
+    versionsPrunedThrough: integer('versions_pruned_through').notNull().default(0),
   },
   (t) => [
     primaryKey({ columns: [t.organizationId, t.conversationId], name: 'pk_scratchpad' }),
     belongsToConversation('scratchpad', t),
+    // Versions not yet pruned, per pad: retention reads only the pads with more than it keeps.
+    index('idx_scratchpad_unpruned_versions').on(sql`(version - versions_pruned_through)`),
     // The sweep's query: only pads changed since their last reorganization are in this index.
     index('idx_scratchpad_needs_reorganization').on(t.updatedAt).where(sql`version > reorganized_version`),
   ],
@@ -353,3 +395,14 @@ export const contextRender = pgTable(
     index('idx_context_render_conversation').on(t.conversationId, t.id),
   ],
 );
+
+/**
+ * Where retention's scan of an append-only table stopped (the last id it passed): each run
+ * starts there, so it never walks the index entries of rows already deleted (they stay until
+ * vacuum). One row per table pruned by age.
+ */
+export const retentionWatermark = pgTable('retention_watermark', {
+  tableName: varchar('table_name', { length: 64 }).primaryKey(),
+  lastId: bigint('last_id', { mode: 'number' }).notNull(),
+  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+});

@@ -1,12 +1,12 @@
 /**
- * The structured scratchpad of each conversation: the current pad, every earlier version, the
- * reorganization events and what each context render told the assistant.
+ * The structured scratchpad of each conversation: reading and writing the current pad, its
+ * settings and its recitation. Earlier versions and context renders are read in
+ * scratchpad-history.ts; the reorganization sweep's statements are in scratchpad-reorganization.ts.
  *
  * Writes lock the conversation row first, so writers of one pad queue up; each write compares
  * the version it was based on (optimistic concurrency) and appends a version row in the same
  * transaction. The recitation is rendered once per version and stored with it.
  */
-import { SCRATCHPAD_EVENT_STATUSES } from '../domain/conversation-output.ts';
 import { AppError } from '../domain/errors.ts';
 import {
   RECITATION_FORMAT,
@@ -118,13 +118,19 @@ async function missingRecordRefs(tx: Queryable, scope: ConversationScope, pad: P
   if (operationIds.length === 0) {
     return [];
   }
-  const found = await tx.query<{ id: string }>(
-    `SELECT id FROM assistant_operation WHERE id = ANY($1::uuid[]) AND conversation_id = $2 AND organization_id = $3`,
+  const found = await tx.query<{ id: string; items_pruned: boolean }>(
+    `SELECT id, state_json ?| array['items_pruned_at', 'items_pruned_through'] AS items_pruned
+     FROM assistant_operation WHERE id = ANY($1::uuid[]) AND conversation_id = $2 AND organization_id = $3`,
     [operationIds, scope.conversationId, scope.organizationId],
   );
   const existing = new Set(found.map((r) => r.id));
+  // Retention deleted these operations' item rows: their items cannot be checked any more, and a
+  // pad citing one must stay writable (and reorganizable), so such refs are taken as they are.
+  const pruned = new Set(found.filter((r) => r.items_pruned).map((r) => r.id));
   const itemTargets = targets.flatMap((t) =>
-    t.target?.kind === 'item' && existing.has(t.target.operationId) ? [{ ...t.target, index: t.index }] : [],
+    t.target?.kind === 'item' && existing.has(t.target.operationId) && !pruned.has(t.target.operationId)
+      ? [{ ...t.target, index: t.index }]
+      : [],
   );
   const foundItems =
     itemTargets.length === 0
@@ -143,7 +149,11 @@ async function missingRecordRefs(tx: Queryable, scope: ConversationScope, pad: P
     }
     if (!existing.has(target.operationId)) {
       issues.push({ field: `refs[${index}].id`, message: `no operation ${target.operationId} in this conversation` });
-    } else if (target.kind === 'item' && !existingItems.has(`${target.operationId}:${target.itemId}`)) {
+    } else if (
+      target.kind === 'item' &&
+      !pruned.has(target.operationId) &&
+      !existingItems.has(`${target.operationId}:${target.itemId}`)
+    ) {
       issues.push({
         field: `refs[${index}].id`,
         message: `operation ${target.operationId} has no item "${target.itemId}"`,
@@ -284,126 +294,6 @@ export async function updatePadSettings(
     );
     return { ...PAD_SETTINGS_DEFAULTS, ...rows[0]?.settings };
   });
-}
-
-/** Records that a reorganization examined `version` (so the sweep skips the pad until it changes). */
-export async function markReorganized(db: Queryable, scope: ConversationScope, version: number): Promise<void> {
-  await db.query(
-    `UPDATE scratchpad SET reorganized_version = greatest(reorganized_version, $3)
-     WHERE conversation_id = $1 AND organization_id = $2`,
-    [scope.conversationId, scope.organizationId, version],
-  );
-}
-
-export interface PadVersionSummary {
-  version: number;
-  source: string;
-  reason: string;
-  metadata: Record<string, unknown>;
-  created_at: Date;
-  counts: PadCounts;
-}
-
-/** Versions, newest first, before `beforeVersion` (keyset pages). */
-export async function listPadVersions(
-  db: Queryable,
-  scope: ConversationScope,
-  beforeVersion: number,
-  limit: number,
-): Promise<PadVersionSummary[]> {
-  const rows = await db.query<
-    Omit<PadVersionSummary, 'counts'> & { goals: number; open_items: number; facts: number; refs: number }
-  >(
-    `SELECT v.version, v.source, v.reason, v.metadata, v.created_at,
-            jsonb_array_length(v.pad->'goals') AS goals, jsonb_array_length(v.pad->'open_items') AS open_items,
-            jsonb_array_length(v.pad->'facts') AS facts, jsonb_array_length(v.pad->'refs') AS refs
-     FROM scratchpad_version v
-     WHERE v.conversation_id = $1 AND v.organization_id = $2 AND v.version < $3
-     ORDER BY v.version DESC LIMIT $4`,
-    [scope.conversationId, scope.organizationId, beforeVersion, limit],
-  );
-  return rows.map(({ goals, open_items, facts, refs, ...rest }) => ({
-    ...rest,
-    counts: { goals, open_items, facts, refs },
-  }));
-}
-
-export { SCRATCHPAD_EVENT_STATUSES };
-export type ScratchpadEventStatus = (typeof SCRATCHPAD_EVENT_STATUSES)[number];
-
-export async function appendScratchpadEvent(
-  db: Queryable,
-  scope: ConversationScope,
-  status: ScratchpadEventStatus,
-  data: Record<string, unknown>,
-): Promise<void> {
-  await db.query(
-    `INSERT INTO scratchpad_event (conversation_id, organization_id, kind, status, data)
-     VALUES ($1, $2, 'reorganization', $3, $4::jsonb)`,
-    [scope.conversationId, scope.organizationId, status, JSON.stringify(data)],
-  );
-}
-
-export interface ScratchpadEvent {
-  id: number;
-  kind: string;
-  status: ScratchpadEventStatus;
-  data: Record<string, unknown>;
-  created_at: Date;
-}
-
-export async function listScratchpadEvents(
-  db: Queryable,
-  scope: ConversationScope,
-  afterId: number,
-  limit: number,
-): Promise<ScratchpadEvent[]> {
-  return db.query<ScratchpadEvent>(
-    `SELECT id::int AS id, kind, status, data, created_at FROM scratchpad_event
-     WHERE conversation_id = $1 AND organization_id = $2 AND id > $3 ORDER BY id LIMIT $4`,
-    [scope.conversationId, scope.organizationId, afterId, limit],
-  );
-}
-
-/** Remembers what a context render told the assistant: pad version, size and hash. */
-export async function recordContextRender(
-  db: Queryable,
-  scope: ConversationScope,
-  render: { padVersion: number; chars: number; sha256: string },
-): Promise<void> {
-  await db.query(
-    `INSERT INTO context_render (conversation_id, organization_id, pad_version, chars, sha256)
-     VALUES ($1, $2, $3, $4, $5)`,
-    [scope.conversationId, scope.organizationId, render.padVersion, render.chars, render.sha256],
-  );
-}
-
-export async function listContextRenders(db: Queryable, scope: ConversationScope, limit: number) {
-  return db.query<{ id: number; pad_version: number; chars: number; sha256: string; created_at: Date }>(
-    `SELECT id::int AS id, pad_version, chars, sha256, created_at FROM context_render
-     WHERE conversation_id = $1 AND organization_id = $2 ORDER BY id DESC LIMIT $3`,
-    [scope.conversationId, scope.organizationId, limit],
-  );
-}
-
-/**
- * Pads changed since their last reorganization, every organization, least recently changed
- * first: what the scheduled sweep hands out, `limit` at a time.
- */
-export async function listPadsToReorganizeAllOrganizations(
-  db: Queryable,
-  limit: number,
-): Promise<(ConversationScope & { version: number })[]> {
-  const rows = await db.query<{ conversation_id: string; organization_id: string; version: number }>(
-    `SELECT conversation_id, organization_id, version FROM scratchpad
-     WHERE version > reorganized_version ORDER BY updated_at LIMIT $1`,
-    [limit],
-  );
-  return rows.map((r) => ({
-    conversationId: r.conversation_id,
-    organizationId: r.organization_id,
-    version: r.version,
-  }));
 }
 
 /**

@@ -12,14 +12,13 @@ import type { OperationSummary } from '../domain/context-render.ts';
 import { legacyPausedBy } from '../domain/paused-by.ts';
 import { RECITATION_FORMAT, type RecitationSelection, recitePad } from '../domain/recitation.ts';
 import {
+  type ContextInputs,
   type ConversationScope,
-  conversationExists,
   type Database,
   getPad,
-  getRecitation,
   lastPauseActors,
-  listOpenOperations,
   listOpenOperationsInOrganization,
+  readContextInputs,
   recordContextRender,
 } from '../store/index.ts';
 import { countTokens } from './tokens.ts';
@@ -46,12 +45,13 @@ export interface ContextBudgets {
   maxTokens: number;
 }
 
+/** The recitation to show: the stored one, unless it was rendered under another budget or format. */
 async function recitation(
   db: Database,
   scope: ConversationScope,
+  stored: ContextInputs['pad'],
   budget: number,
 ): Promise<{ version: number; selection: RecitationSelection | null }> {
-  const stored = await getRecitation(db, scope);
   if (stored.version === 0) {
     return { version: 0, selection: null };
   }
@@ -92,13 +92,11 @@ export async function buildContextFragment(
   budgets: ContextBudgets,
   options: { otherConversations?: boolean } = {},
 ): Promise<ContextFragment> {
-  // The existence check runs beside the reads (one round trip instead of two, on every turn).
-  // Every read is scoped by (organization, conversation): an id only another organization uses
-  // is, for this one, an id not used yet, and answers exactly as one.
-  const [exists, page, pad, others, count] = await Promise.all([
-    conversationExists(db, scope),
-    listOpenOperations(db, scope, MAX_LOADED_OPERATIONS),
-    recitation(db, scope, budgets.reciteChars),
+  // The conversation's own inputs are one statement (store/context-reads.ts). Every read is
+  // scoped by (organization, conversation): an id only another organization uses is, for this
+  // one, an id not used yet, and answers exactly as one.
+  const [inputs, others, count] = await Promise.all([
+    readContextInputs(db, scope, MAX_LOADED_OPERATIONS),
     options.otherConversations
       ? listOpenOperationsInOrganization(db, scope.organizationId, {
           exceptConversationId: scope.conversationId,
@@ -107,7 +105,9 @@ export async function buildContextFragment(
       : undefined,
     countTokens(),
   ]);
-  const own = exists ? page : { operations: [], total: 0 };
+  const exists = inputs.exists;
+  const pad = exists ? await recitation(db, scope, inputs.pad, budgets.reciteChars) : { version: 0, selection: null };
+  const own = exists ? inputs.page : { operations: [], total: 0 };
   const pausedBy = await legacyPausers(db, scope.organizationId, [...own.operations, ...(others?.operations ?? [])]);
   const composed: ComposedContext = composeContext({
     operations: own.operations,

@@ -26,10 +26,12 @@ import {
   pauseReasonOf,
   pauserOfActor,
 } from '../domain/paused-by.ts';
+import { ITEMS_PRUNED_NOTE, itemsArePruned, itemsPrunedOutput } from '../domain/retention.ts';
 import { DEFAULT_SIZE_LIMITS, type SizeLimits } from '../domain/size-limits.ts';
 import { type FieldIssue, findDuplicates, parseOrThrow } from '../domain/validation.ts';
 import {
   type ConversationScope,
+  type CreateOperationParams,
   cancelOperation,
   completeOperation,
   createOperation,
@@ -80,20 +82,20 @@ export interface ToolCallContext {
 /** The JSON a tool call answers with. */
 export type ToolResult = Record<string, unknown>;
 
-function checkCreate(input: CreateInput, maxItems: number): void {
-  if (input.item_ids.length > maxItems) {
+function checkCreate(count: number, totalItems: number, maxItems: number): void {
+  if (count > maxItems) {
     throw new AppError(
       'too_many_items',
-      `item_ids has ${input.item_ids.length} ids; one operation holds at most ${maxItems} (OPSPAD_MAX_ITEMS). Split the work into several operations.`,
-      { field: 'item_ids', count: input.item_ids.length, max_items: maxItems },
+      `item_ids has ${count} ids; one operation holds at most ${maxItems} (OPSPAD_MAX_ITEMS). Split the work into several operations.`,
+      { field: 'item_ids', count, max_items: maxItems },
     );
   }
-  if (input.total_items !== input.item_ids.length) {
+  if (totalItems !== count) {
     throw new AppError(
       'validation_failed',
-      `Invalid input: total_items: is ${input.total_items} but item_ids holds ${input.item_ids.length} ids; they must be equal.`,
+      `Invalid input: total_items: is ${totalItems} but item_ids holds ${count} ids; they must be equal.`,
       {
-        issues: [{ field: 'total_items', message: `must equal item_ids.length (${input.item_ids.length})` }],
+        issues: [{ field: 'total_items', message: `must equal item_ids.length (${count})` }],
       },
     );
   }
@@ -102,9 +104,11 @@ function checkCreate(input: CreateInput, maxItems: number): void {
 /** The repeated ids of a create, as an error that names them; null when there are none. */
 function duplicateIdsError(itemIds: readonly string[]): AppError | null {
   const duplicates = findDuplicates(itemIds, 21);
-  if (duplicates.length === 0) {
-    return null;
-  }
+  return duplicates.length === 0 ? null : repeatedIdsError(duplicates);
+}
+
+/** The error naming a create's repeated ids (the first 20, in order of their first repeat). */
+export function repeatedIdsError(duplicates: readonly string[]): AppError {
   const shown = duplicates.slice(0, 20).map((id) => JSON.stringify(id));
   return new AppError(
     'duplicate_item_ids',
@@ -118,6 +122,11 @@ function isDuplicateItemError(error: unknown): boolean {
   const { code, constraint, message } = (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
   const index = 'uq_assistant_operation_item_id';
   return code === '23505' && (constraint === index || String(message).includes(index));
+}
+
+/** `{[key]: value}`, or nothing when value is undefined (the field is then left out). */
+function optional<T>(key: string, value: T | undefined): Record<string, T> {
+  return value === undefined ? {} : { [key]: value };
 }
 
 function operationSummary(op: OperationRecord) {
@@ -155,7 +164,9 @@ function nextStep(
     return `The operation is paused. ${pausedAdvice(pausedBy ?? undefined, op.id, op.state_json.paused_reason)}`;
   }
   if (op.status !== 'active') {
-    return `The operation is ${op.status}.`;
+    return itemsArePruned(op.state_json)
+      ? `The operation is ${op.status}. ${ITEMS_PRUNED_NOTE}`
+      : `The operation is ${op.status}.`;
   }
   if (batch.length > 0) {
     return `Process these items, then report them with {"action":"update","operation_id":"${op.id}", completed_ids, failed}.`;
@@ -166,9 +177,29 @@ function nextStep(
   return `No batch is free right now: ${counts.in_flight_count} items are being processed by workers.`;
 }
 
-async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: CreateInput): Promise<ToolResult> {
-  checkCreate(input, deps.maxItems);
-  checkCreateSizes(input, deps.sizeLimits ?? DEFAULT_SIZE_LIMITS);
+/** What a create's checks need to know of its ids: all of them, or what was counted as they streamed. */
+export type CreateIdsSummary =
+  | { itemIds: readonly string[] }
+  | { count: number; firstLong: { index: number; length: number } | null };
+
+/**
+ * The checks of a create beyond its schema (count, sizes, execution, the handler's checks of
+ * query_params), in the order every create runs them, and the store's parameters. Throws the
+ * {@link AppError} the call answers with.
+ */
+export function prepareCreate(
+  deps: OperationToolDeps,
+  ctx: ToolCallContext,
+  input: Omit<CreateInput, 'item_ids'>,
+  ids: CreateIdsSummary,
+): Omit<CreateOperationParams, 'itemIds'> {
+  const count = 'itemIds' in ids ? ids.itemIds.length : ids.count;
+  checkCreate(count, input.total_items, deps.maxItems);
+  checkCreateSizes(
+    { ...input, item_ids: 'itemIds' in ids ? ids.itemIds : undefined },
+    deps.sizeLimits ?? DEFAULT_SIZE_LIMITS,
+    'itemIds' in ids ? null : ids.firstLong,
+  );
   const execution: ExecutionMode =
     input.execution ?? (deps.hasHandler(input.operation_type) ? 'background' : 'assistant');
   if (execution === 'background' && !deps.hasHandler(input.operation_type)) {
@@ -189,14 +220,9 @@ async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: Crea
       },
     );
   }
-  const batchSize = input.batch_size ?? OPERATION_DEFAULTS.batchSize;
-  // Repeated ids are found by the unique index on (operation_id, item_id) as the rows go in,
-  // which rolls the create back: a pass over the ids in JavaScript before inserting cost 0.35 s
-  // of a 1,000,000-id create for nothing (npm run bench). Naming them takes that pass, only then.
-  const { operation, pausedOperationId } = await createOperation(deps.db, ctx.scope, {
+  return {
     operationType: input.operation_type,
-    itemIds: input.item_ids,
-    batchSize,
+    batchSize: input.batch_size ?? OPERATION_DEFAULTS.batchSize,
     queryParams: input.query_params ?? null,
     notes: input.notes ?? null,
     execution,
@@ -205,6 +231,17 @@ async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: Crea
     maxActiveBackground: deps.maxActiveBackground,
     queuePrefix: deps.queuePrefix,
     actor: ctx.actor,
+  };
+}
+
+async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: CreateInput): Promise<ToolResult> {
+  const params = prepareCreate(deps, ctx, input, { itemIds: input.item_ids });
+  // Repeated ids are found by the unique index on (operation_id, item_id) as the rows go in,
+  // which rolls the create back: a pass over the ids in JavaScript before inserting cost 0.35 s
+  // of a 1,000,000-id create for nothing (npm run bench). Naming them takes that pass, only then.
+  const { operation, pausedOperationId } = await createOperation(deps.db, ctx.scope, {
+    ...params,
+    itemIds: input.item_ids,
   }).catch((error: unknown) => {
     throw (isDuplicateItemError(error) && duplicateIdsError(input.item_ids)) || error;
   });
@@ -213,7 +250,7 @@ async function create(deps: OperationToolDeps, ctx: ToolCallContext, input: Crea
 }
 
 /** What create and retry_failed answer about the operation they made. */
-function createdResponse(operation: OperationRecord, pausedOperationId: string | null, extra: ToolResult = {}) {
+export function createdResponse(operation: OperationRecord, pausedOperationId: string | null, extra: ToolResult = {}) {
   return {
     operation_id: operation.id,
     status: operation.status,
@@ -250,6 +287,7 @@ async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInpu
     updated_at: op.updated_at.toISOString(),
     failures: details.failures.map((f) => ({ id: f.item_id, reason: f.reason })),
     next_failures_cursor: details.nextFailuresCursor,
+    ...optional('items_pruned', itemsPrunedOutput(op.state_json, op.failed_count)),
   };
 }
 

@@ -2,6 +2,8 @@
  * The tools opspad offers a model, by name, with one `execute` entry point.
  */
 import { AppError } from '../domain/errors.ts';
+import { OPERATION_ACTIONS } from '../domain/operation-input.ts';
+import { ATTR, inSpan } from '../telemetry/spans.ts';
 import { normalizeFlatInput } from './flat-input.ts';
 import { executeReadFromScratchpad, executeWriteToScratchpad, READ_TOOL_NAME, WRITE_TOOL_NAME } from './notes-tools.ts';
 import {
@@ -12,10 +14,13 @@ import {
   type ToolResult,
 } from './operation-tool.ts';
 import { executeUpdateScratchpad, type ScratchpadToolDeps, UPDATE_SCRATCHPAD_TOOL } from './scratchpad-tool.ts';
+import { executeStreamedOperationTool, type StreamedToolBody } from './streamed-create.ts';
 
 export interface ToolRegistry {
   readonly names: readonly string[];
   execute(name: string, input: unknown, ctx: ToolCallContext): Promise<ToolResult>;
+  /** The operation tool with a body whose item_ids is read as it arrives (a large create). */
+  executeStreamed(name: string, body: StreamedToolBody, ctx: ToolCallContext): Promise<ToolResult>;
 }
 
 export function createToolRegistry(deps: OperationToolDeps & ScratchpadToolDeps): ToolRegistry {
@@ -26,17 +31,54 @@ export function createToolRegistry(deps: OperationToolDeps & ScratchpadToolDeps)
     [UPDATE_SCRATCHPAD_TOOL]: (input, ctx) => executeUpdateScratchpad(deps, ctx, input),
   };
   const names = Object.keys(tools);
+  const unknownTool = (name: string) =>
+    new AppError('unknown_tool', `There is no tool "${name}". Tools: ${names.join(', ')}.`, {
+      field: 'toolName',
+      tools: names,
+    });
   return {
     names,
     execute(name, input, ctx) {
       const tool = Object.hasOwn(tools, name) ? tools[name] : undefined;
       if (!tool) {
-        throw new AppError('unknown_tool', `There is no tool "${name}". Tools: ${names.join(', ')}.`, {
-          field: 'toolName',
-          tools: names,
-        });
+        throw unknownTool(name);
       }
-      return tool(input, ctx);
+      return inSpan(
+        `tool ${name}`,
+        {
+          attributes: {
+            [ATTR.toolName]: name,
+            [ATTR.organizationId]: ctx.scope.organizationId,
+            [ATTR.conversationId]: ctx.scope.conversationId,
+            ...(actionOf(input) ? { [ATTR.toolAction]: actionOf(input) } : {}),
+          },
+        },
+        async (span) => {
+          const result = await tool(input, ctx);
+          // Only what the call answered with, after validation: never the tenant's raw input.
+          if (typeof result.operation_id === 'string') {
+            span.setAttribute(ATTR.operationId, result.operation_id);
+          }
+          if (typeof result.operation_type === 'string') {
+            span.setAttribute(ATTR.operationType, result.operation_type);
+          }
+          return result;
+        },
+      );
+    },
+    executeStreamed(name, body, ctx) {
+      if (name !== OPERATION_TOOL_NAME) {
+        throw unknownTool(name);
+      }
+      return executeStreamedOperationTool(deps, ctx, body);
     },
   };
+}
+
+const KNOWN_ACTIONS: ReadonlySet<string> = new Set(OPERATION_ACTIONS);
+
+/** The operation tool's action, when it is one of the known ones (a span name stays bounded). */
+function actionOf(input: unknown): string | undefined {
+  const action = input && typeof input === 'object' ? (input as { action?: unknown }).action : undefined;
+  return typeof action === 'string' && KNOWN_ACTIONS.has(action) ? action : undefined;
 }

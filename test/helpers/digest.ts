@@ -23,6 +23,10 @@ const TABLES: Record<string, { owner: string; join?: string }> = {
     owner: 'o.organization_id',
     join: 'LEFT JOIN assistant_operation o ON o.id = t.operation_id',
   },
+  assistant_operation_lease: {
+    owner: 'o.organization_id',
+    join: 'LEFT JOIN assistant_operation o ON o.id = t.operation_id',
+  },
   operation_event: { owner: 't.organization_id' },
   assistant_execution: { owner: 't.organization_id' },
   scratchpad_note: { owner: 't.organization_id' },
@@ -33,8 +37,8 @@ const TABLES: Record<string, { owner: string; join?: string }> = {
   context_render: { owner: 't.organization_id' },
 };
 
-/** Tables that hold no tenant data (migration bookkeeping). */
-const NOT_TENANT_DATA = new Set(['__drizzle_migrations']);
+/** Tables that hold no tenant data (migration and retention bookkeeping). */
+const NOT_TENANT_DATA = new Set(['__drizzle_migrations', 'retention_watermark']);
 
 const LINES = Object.entries(TABLES)
   .map(

@@ -220,3 +220,59 @@ export async function killAllChildren(): Promise<void> {
     }),
   );
 }
+
+/** How a command run to its end ended, and what it printed. */
+export interface CommandRun {
+  code: number | null;
+  /** Only when a signal ended it. */
+  signal?: NodeJS.Signals;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs `node <args>` until it exits by itself, with nothing in its environment but PATH and
+ * `env` (so no setting of this process leaks in) and stdin at EOF; past `timeoutMs` it is
+ * killed and the promise rejects.
+ */
+export function runNode(
+  args: readonly string[],
+  env: Record<string, string>,
+  timeoutMs = RUN_TIMEOUT_MS,
+): Promise<CommandRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`node ${args.join(' ')} did not exit within ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, ...(signal ? { signal } : {}), stdout, stderr });
+    });
+  });
+}
+
+/** `opspad <args>` from the built bin, as {@link runNode} runs it. */
+export function runOpspad(
+  args: readonly string[],
+  env: Record<string, string>,
+  options: { timeoutMs?: number; nodeArgs?: readonly string[] } = {},
+): Promise<CommandRun> {
+  return runNode([...(options.nodeArgs ?? []), BIN, ...args], env, options.timeoutMs);
+}

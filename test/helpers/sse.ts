@@ -1,7 +1,9 @@
 /**
  * Reads a server-sent event stream frame by frame, comments (heartbeats) included, for tests
- * that check how a stream behaves over time and how it ends.
+ * that check how a stream behaves over time and how it ends. The parsing is opspad/client's
+ * (src/client/sse.ts), so the tests read streams as clients do.
  */
+import { parseEventStream } from '../../src/client/sse.ts';
 
 export interface Frame {
   /** `comment` for a `: …` line; otherwise the event's name (`message` when unnamed). */
@@ -26,11 +28,15 @@ export interface EventStream {
 export async function openEventStream(
   url: string,
   apiKey: string,
-  { timeoutMs = 30_000 }: { timeoutMs?: number } = {},
+  { timeoutMs = 30_000, authorization }: { timeoutMs?: number; authorization?: string } = {},
 ): Promise<EventStream> {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(new Error(`no end of ${url} within ${timeoutMs} ms`)), timeoutMs);
-  const response = await fetch(url, { headers: { authorization: `Bearer ${apiKey}` }, signal: abort.signal });
+  const response = await fetch(url, {
+    // An operator page's stream signs in as the operator; the API's, with the key.
+    headers: { authorization: authorization ?? `Bearer ${apiKey}` },
+    signal: abort.signal,
+  });
   if (!response.ok || !response.body) {
     clearTimeout(timer);
     return {
@@ -44,39 +50,19 @@ export async function openEventStream(
       close: async () => {},
     };
   }
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '';
-  let done = false;
+  const body = response.body;
+  const items = parseEventStream(body, { comments: true });
   const next = async (): Promise<Frame | undefined> => {
-    for (;;) {
-      const end = buffer.indexOf('\n\n');
-      if (end >= 0) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        if (block.startsWith(':')) {
-          return { event: 'comment', data: block.slice(1).trim() };
-        }
-        const frame: Frame = { event: 'message', data: '' };
-        for (const line of block.split('\n')) {
-          if (line.startsWith('event:')) {
-            frame.event = line.slice(6).trim();
-          } else if (line.startsWith('data:')) {
-            frame.data += line.slice(5).trim();
-          } else if (line.startsWith('id:')) {
-            frame.id = line.slice(3).trim();
-          }
-        }
-        return frame;
-      }
-      if (done) {
-        clearTimeout(timer);
-        return undefined;
-      }
-      const chunk = await reader.read();
-      done = chunk.done;
-      buffer += decoder.decode(chunk.value, { stream: !chunk.done });
+    const item = await items.next();
+    if (item.done) {
+      clearTimeout(timer);
+      return undefined;
     }
+    if ('comment' in item.value) {
+      return { event: 'comment', data: item.value.comment.trim() };
+    }
+    const { event, data, id } = item.value;
+    return id === undefined ? { event, data } : { event, data, id };
   };
   return {
     status: response.status,
@@ -94,7 +80,10 @@ export async function openEventStream(
     },
     async close() {
       clearTimeout(timer);
-      await reader.cancel().catch(() => {});
+      // Leaving the parser early cancels the body, which closes the connection; a body never
+      // read is cancelled directly (once the parser holds it, that call is refused, harmlessly).
+      await items.return(undefined).catch(() => {});
+      await body.cancel().catch(() => {});
     },
   };
 }

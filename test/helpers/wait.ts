@@ -3,18 +3,11 @@
  * event stream, or poll a condition in a bounded loop.
  */
 import { parseServerSentEvents } from '../../src/client/sse.ts';
+import type { OperationProgress } from '../../src/domain/operation-output.ts';
 import type { Tenant } from './harness.ts';
 
-export interface ProgressEvent {
-  operation_id: string;
-  status: string;
-  total_items: number;
-  completed_count: number;
-  failed_count: number;
-  remaining_count: number;
-  in_flight_count: number;
-  paused_reason: string | null;
-}
+/** The data of the stream's `progress` and `end` events. */
+export type ProgressEvent = OperationProgress;
 
 /**
  * Follows `GET /v1/operations/:id/events` until a progress (or end) event satisfies `until`;

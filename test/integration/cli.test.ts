@@ -13,44 +13,18 @@ import { demoFails } from '../../src/handlers/demo.ts';
 import { queueSchemaFor } from '../../src/queue/queue-schema.ts';
 import { authenticateApiKey, createPostgresDatabase, webhookSigningSecrets } from '../../src/store/index.ts';
 import { startPrivateRedis } from '../helpers/private-redis.ts';
+import { type CommandRun, RUN_TIMEOUT_MS, runOpspad } from '../helpers/processes.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
 const RECORD_CONNECTIONS = new URL('../fixtures/record-connections.mjs', import.meta.url).href;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 function opspad(
   args: string[],
   env: Record<string, string>,
-  timeoutMs = 60_000,
+  timeoutMs = RUN_TIMEOUT_MS,
   nodeArgs: string[] = [],
-): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], {
-      env: { PATH: process.env.PATH ?? '', OPSPAD_LOG_LEVEL: 'warn', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`opspad ${args.join(' ')} did not exit within ${timeoutMs} ms`));
-    }, timeoutMs);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+): Promise<CommandRun> {
+  return runOpspad(args, { OPSPAD_LOG_LEVEL: 'warn', ...env }, { timeoutMs, nodeArgs });
 }
 
 describe('the opspad command', () => {

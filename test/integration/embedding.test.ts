@@ -61,12 +61,16 @@ describe('createOpspad from the package entry (postgres)', () => {
     }
   });
 
-  it('serves no API with api: false', async () => {
-    const opspad = await createOpspad({ env: env(), api: false, workers: false });
+  it('serves no API with api: false, and then reads none of its settings', async () => {
+    // Too short for the operator pages, which this process does not serve: not its concern.
+    const opspad = await createOpspad({ env: { ...env(), OPSPAD_ADMIN_PASSWORD: 'abc' }, api: false, workers: false });
     try {
       expect(opspad.url).toBeUndefined();
     } finally {
       await opspad.close();
     }
+    const serving = createOpspad({ env: { ...env(), OPSPAD_ADMIN_PASSWORD: 'abc' }, workers: false });
+    await expect(serving).rejects.toBeInstanceOf(ConfigError);
+    await expect(serving).rejects.toThrow(/OPSPAD_ADMIN_PASSWORD: must be at least 8 characters/);
   });
 });

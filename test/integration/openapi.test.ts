@@ -4,9 +4,7 @@
  * nothing else is; and a tour of every documented operation — through opspad/client and plain
  * requests, refusals included — whose every request and answer validates against it.
  */
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiDocument, openApiPath } from '../../src/api/openapi/document.ts';
@@ -15,8 +13,7 @@ import { createClient, type OpspadClient } from '../../src/client/index.ts';
 import { registeredRoutes } from '../helpers/app-routes.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { createExchangeChecker, type Exchange, recordingFetch } from '../helpers/openapi-check.ts';
-
-const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
+import { type CommandRun, runOpspad } from '../helpers/processes.ts';
 
 /** Every "METHOD /template" the document describes. */
 function documentedOperations(document: ReturnType<typeof openApiDocument>): string[] {
@@ -25,30 +22,9 @@ function documentedOperations(document: ReturnType<typeof openApiDocument>): str
     .sort();
 }
 
-function printDocument(): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    // No setting at all: printing the document reads none.
-    const child = spawn(process.execPath, [BIN, 'openapi', 'print'], {
-      env: { PATH: process.env.PATH ?? '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error('opspad openapi print did not exit within 60 s'));
-    }, 60_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+function printDocument(): Promise<CommandRun> {
+  // No setting at all: printing the document reads none.
+  return runOpspad(['openapi', 'print'], {});
 }
 
 describe('the OpenAPI document', () => {
@@ -193,6 +169,11 @@ describe('real requests and answers against the document (postgres)', () => {
     await record(`${harness.url}/admin/queues`, { headers: admin });
     await record(`${harness.url}/admin/operations?status=completed`, { headers: admin });
     await record(`${harness.url}/admin/operations/${id}`, { headers: admin });
+    await record(`${harness.url}/admin/operations/${id}/cancel`, { headers: admin });
+    await record(`${harness.url}/admin/operations/assets/operator-view.js`, { headers: admin });
+    // A live page's stream: its answer starts, then the page goes away.
+    const live = await record(`${harness.url}/admin/operations/stream?ids=${id}&audit_after=0`, { headers: admin });
+    await live.body?.cancel();
     await record(`${harness.url}/admin/operations/${background.operation_id}/pause`, {
       method: 'POST',
       headers: { ...admin, origin: harness.url, 'content-type': 'application/x-www-form-urlencoded' },

@@ -9,9 +9,10 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { demoFails } from '../../src/handlers/demo.ts';
 import { webhookSigningSecrets } from '../../src/store/index.ts';
 import { type Harness, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
-import { finished, waitForProgress } from '../helpers/wait.ts';
+import { eventually, finished, waitForProgress } from '../helpers/wait.ts';
 
 interface Received {
   itemId: string;
@@ -147,7 +148,8 @@ describe.each(QUEUE_BACKENDS)('operator surfaces and the webhook handler (postgr
       headers: { authorization: harness.adminAuthorization },
     });
     expect(api.status).toBe(200);
-    expect(api.body.queues.map((q) => q.name).sort()).toEqual(['batches-demo', 'batches-webhook', 'reorganize']);
+    // Batch queues go by their operation type (/admin/queues/queue/demo), the others by name.
+    expect(api.body.queues.map((q) => q.name).sort()).toEqual(['demo', 'reorganize', 'webhook']);
 
     // The jobs of a queue, each with the operation it moved and its log lines.
     const created = await tenant.op(randomUUID(), {
@@ -165,21 +167,97 @@ describe.each(QUEUE_BACKENDS)('operator surfaces and the webhook handler (postgr
         counts: Record<string, number>;
         jobs: { id: string; data: { operation_id?: string }; progress: unknown }[];
       }[];
-    }>('/admin/queues/api/queues?activeQueue=batches-demo&status=completed&page=1&jobsPerPage=50', {
+    }>('/admin/queues/api/queues?activeQueue=demo&status=completed&page=1&jobsPerPage=50', {
       headers: { authorization: harness.adminAuthorization },
     });
-    const demo = listed.body.queues.find((q) => q.name === 'batches-demo');
+    const demo = listed.body.queues.find((q) => q.name === 'demo');
     expect(demo?.counts.completed).toBeGreaterThan(0);
     expect(demo?.jobs.length).toBeGreaterThan(0);
     // A job that handled a batch (a lane's last job, which found nothing left, logs nothing).
     const job = demo?.jobs.find((j) => j.data.operation_id === operationId && typeof j.progress === 'object');
     expect(job).toBeDefined();
     const logs = await harness.request<string[]>(
-      `/admin/queues/api/queues/batches-demo/${encodeURIComponent(job?.id ?? '')}/logs`,
+      `/admin/queues/api/queues/demo/${encodeURIComponent(job?.id ?? '')}/logs`,
       { headers: { authorization: harness.adminAuthorization } },
     );
     expect(logs.status).toBe(200);
     expect(logs.body.join('\n')).toMatch(/(lane \d+ step \d+|operation completed): \d+ completed/);
+  });
+
+  it('says on the board which batches recorded failed items, without failing (or retrying) their jobs', async () => {
+    const itemIds = ids(40, 'board-fail');
+    // The demo handler fails an item by its id alone: the test knows which ones.
+    const failing = itemIds.filter((id) => demoFails(id, 0.3)).length;
+    expect(failing).toBeGreaterThan(0);
+    const created = await tenant.op(randomUUID(), {
+      action: 'create',
+      operation_type: 'demo',
+      total_items: 40,
+      item_ids: itemIds,
+      batch_size: 4,
+      query_params: { latency_ms: 1, failure_rate: 0.3 },
+    });
+    const operationId = created.body.operation_id as string;
+    const end = await waitForProgress(harness.url, tenant, operationId, finished);
+    expect(end).toMatchObject({ failed_count: failing, completed_count: 40 - failing });
+    const auth = { headers: { authorization: harness.adminAuthorization } };
+    type BoardJob = {
+      name: string;
+      data: { operation_id?: string };
+      returnValue: { failed?: number; leased?: number } | null;
+      externalUrl?: { href: string };
+    };
+    const failedInDb = await harness.db.query<{ n: number }>(
+      `SELECT sum(failed_count)::int AS n FROM assistant_operation
+       WHERE operation_type = 'demo' AND failed_count > 0 AND updated_at > now() - interval '7 days'`,
+    );
+    const expected = `${(failedInDb[0]?.n ?? 0).toLocaleString('en-US')} item(s) failed`;
+    // The count is read at most once per board poll (5 s) for every queue and viewer.
+    const demo = await eventually(
+      async () => {
+        const listed = await harness.request<{
+          queues: { name: string; description?: string; counts: Record<string, number>; jobs: BoardJob[] }[];
+        }>('/admin/queues/api/queues?activeQueue=demo&status=completed&page=1&jobsPerPage=100', auth);
+        const queue = listed.body.queues.find((q) => q.name === 'demo');
+        return queue?.description?.includes(expected) ? queue : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 500, what: `the demo queue's description to say ${expected}` },
+    );
+    const mine = demo?.jobs.filter((j) => j.data.operation_id === operationId) ?? [];
+    const withFailures = mine.filter((j) => (j.returnValue?.failed ?? 0) > 0);
+    expect(withFailures.reduce((n, j) => n + (j.returnValue?.failed ?? 0), 0)).toBe(failing);
+    for (const job of withFailures) {
+      expect(job.name).toMatch(
+        new RegExp(`^run-batch · ${job.returnValue?.failed} of ${job.returnValue?.leased} items failed$`),
+      );
+    }
+    // Each job leads to its operation in the operator view.
+    expect(mine[0]?.externalUrl?.href).toBe(`/admin/operations/${operationId}`);
+    // The queue counts the items its operations failed; BullMQ's own failed count stays out of it.
+    expect(demo?.counts.failed ?? 0).toBe(0);
+    expect(demo?.description).toMatch(/\d[\d,]* item\(s\) failed in \d+ operation\(s\) in the last 7 days/);
+  });
+
+  it("serves the board's page without a request to another host, and with a visible way to the operator view", async () => {
+    for (const path of ['/admin/queues', '/admin/queues/queue/demo']) {
+      const page = await fetch(`${harness.url}${path}`, { headers: { authorization: harness.adminAuthorization } });
+      expect(page.status, path).toBe(200);
+      const html = await page.text();
+      expect(html, path).toContain('id="root"');
+      // No absolute URL (http:, https: or protocol-relative) in any src or href.
+      expect(html.match(/(?:src|href)=["']?(?:[a-z]+:)?\/\/[^"' >]*/gi) ?? [], path).toEqual([]);
+      expect(html, path).not.toMatch(/fonts\.(googleapis|gstatic)\.com/);
+      expect(html, path).toContain('<a href="/admin/operations"');
+      const csp = page.headers.get('content-security-policy') ?? '';
+      expect(csp).not.toMatch(/https?:/);
+    }
+    // A link by the BullMQ name, as the board had them, leads to the queue's page.
+    const old = await fetch(`${harness.url}/admin/queues/queue/batches-demo?status=failed`, {
+      headers: { authorization: harness.adminAuthorization },
+      redirect: 'manual',
+    });
+    expect(old.status).toBe(301);
+    expect(old.headers.get('location')).toBe('/admin/queues/queue/demo?status=failed');
   });
 
   it('serves Prometheus metrics behind the same auth', async () => {

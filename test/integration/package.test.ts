@@ -92,7 +92,7 @@ export default defineHandler({
 `;
 
 const APP = `import { randomUUID } from 'node:crypto';
-import { createOpspad } from 'opspad';
+import { createOpspad, StartFailedError } from 'opspad';
 import { createClient, OpspadError } from 'opspad/client';
 import greet from './handler.js';
 
@@ -111,7 +111,17 @@ try {
   const details = await client.operations.get(conversation, { operation_id: created.operation_id });
   const refused = await client.operations.status(randomUUID()).catch((error: unknown) => error);
   const code = refused instanceof OpspadError ? refused.code : null;
-  console.log(JSON.stringify({ execution: created.execution, final, failures: details.failures, code }));
+  // A second opspad on the same port fails at its HTTP server, closing what it opened: this
+  // process still ends by itself.
+  const port = new URL(opspad.url ?? '').port;
+  const startFailedAt = await createOpspad({ env: { ...process.env, PORT: port } }).then(
+    async (started) => {
+      await started.close();
+      return null;
+    },
+    (error: unknown) => (error instanceof StartFailedError ? error.step : String(error)),
+  );
+  console.log(JSON.stringify({ execution: created.execution, final, failures: details.failures, code, startFailedAt }));
 } finally {
   await opspad.close();
 }
@@ -223,7 +233,7 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
     expect(readdirSync(join(project, 'out')).sort()).toEqual(['app.js', 'handler.js', 'must-not-compile.js']);
   });
 
-  it('runs createOpspad({handlers}) and drives a background operation to its end with opspad/client', async () => {
+  it('runs createOpspad({handlers}), drives a background operation to its end with opspad/client, and sees a second start on its port fail cleanly', async () => {
     const app = await run(process.execPath, ['out/app.js'], {
       cwd: project,
       env: shellEnv({
@@ -243,6 +253,7 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
       final: { status: 'completed', completed_count: 4, failed_count: 1, remaining_count: 0 },
       failures: [{ id: 'bad-1', reason: 'no address for bad-1' }],
       code: 'not_found',
+      startFailedAt: 'HTTP server',
     });
   });
 

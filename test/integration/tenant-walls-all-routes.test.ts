@@ -260,6 +260,9 @@ const PUBLIC_ROUTES = ['GET /docs', 'GET /docs/assets/:file', 'GET /healthz', 'G
 const OPERATOR_ROUTES = [
   'GET /admin/operations',
   'GET /admin/operations/:operationId',
+  'GET /admin/operations/:operationId/cancel',
+  'GET /admin/operations/assets/operator-view.js',
+  'GET /admin/operations/stream',
   'POST /admin/operations/:operationId/:action',
   'GET /metrics',
 ];

@@ -3,8 +3,11 @@ import { z } from 'zod';
 import { Liveness, Readiness } from '../../domain/conversation-output.ts';
 import {
   ACTIONS as OPERATOR_ACTIONS,
+  ActionForm as OperatorActionForm,
+  DetailQuery as OperatorDetailQuery,
   Filter as OperatorFilter,
   Params as OperatorParams,
+  StreamQuery as OperatorStreamQuery,
 } from '../routes/admin-operations.ts';
 import { DOCS_ASSETS, type DocsAsset } from './docs-assets.ts';
 import type { RouteSpec } from './route-spec.ts';
@@ -96,7 +99,9 @@ export const OPERATOR_ROUTES: RouteSpec[] = [
     method: 'get',
     path: '/admin/operations',
     operationId: 'operator_operations',
-    summary: 'The operator view: every organization’s operations',
+    summary: 'The operator view: every organization’s operations, searched and paged',
+    description:
+      'Newest first, by creation (a row keeps its place as it runs). `q` finds an operation, conversation or organization by id, an item by its id, or organizations by part of their name. Pages by key: `older_than` / `newer_than` name the operation a page starts after / before.',
     tag: 'Operator',
     auth: 'operator',
     query: OperatorFilter,
@@ -105,9 +110,44 @@ export const OPERATOR_ROUTES: RouteSpec[] = [
   },
   {
     method: 'get',
+    path: '/admin/operations/assets/operator-view.js',
+    operationId: 'operator_view_script',
+    summary: 'The operator pages’ script (live updates)',
+    tag: 'Operator',
+    auth: 'operator',
+    responses: { 200: { description: 'The script.', other: { contentType: 'text/javascript' } } },
+    errors: ['unauthorized'],
+  },
+  {
+    method: 'get',
+    path: '/admin/operations/stream',
+    operationId: 'operator_view_stream',
+    summary: 'Live updates of an operator page (server-sent events)',
+    description:
+      'Events: `row` {id, html} when a watched operation (`ids`) changes; `audit` {operation_id, html} per new audit-trail entry after `audit_after` (its id as the SSE id); `newer` {count} of operations matching the filter created after `newer_than`; `end` when the server shuts down.',
+    tag: 'Operator',
+    auth: 'operator',
+    query: OperatorStreamQuery,
+    responses: { 200: { description: 'The stream.', other: { contentType: 'text/event-stream' } } },
+    errors: ['unauthorized', 'validation_failed', 'too_many_streams'],
+  },
+  {
+    method: 'get',
     path: '/admin/operations/:operationId',
     operationId: 'operator_operation',
-    summary: 'One operation and its failures',
+    summary: 'One operation: progress, pace, failures grouped by reason, failed items, audit trail',
+    tag: 'Operator',
+    auth: 'operator',
+    params: OperatorParams,
+    query: OperatorDetailQuery,
+    responses: { 200: html('The page.') },
+    errors: ['unauthorized', 'validation_failed', 'not_found'],
+  },
+  {
+    method: 'get',
+    path: '/admin/operations/:operationId/cancel',
+    operationId: 'operator_confirm_cancel',
+    summary: 'Asks to confirm a cancel, saying what it abandons',
     tag: 'Operator',
     auth: 'operator',
     params: OperatorParams,
@@ -119,13 +159,14 @@ export const OPERATOR_ROUTES: RouteSpec[] = [
     path: '/admin/operations/:operationId/:action',
     operationId: 'operator_action',
     summary: 'Pause, resume or cancel an operation from the operator view',
-    description: 'Must come from the operator page itself (Origin or Referer of this host).',
+    description:
+      'Must come from the operator page itself (Origin or Referer of this host). A cancel must carry `confirm=yes` (what its confirmation page posts).',
     tag: 'Operator',
     auth: 'operator',
     params: OperatorParams.extend({ action: z.enum(OPERATOR_ACTIONS) }),
     body: {
       name: 'OperatorActionForm',
-      schema: z.object({ action: z.enum(OPERATOR_ACTIONS).optional() }).describe('What the page’s button posts.'),
+      schema: OperatorActionForm.describe('What the page’s button posts.'),
       required: false,
       contentType: 'application/x-www-form-urlencoded',
     },

@@ -44,6 +44,7 @@ const TOOLS: {
     result: OperationToolResult,
     resultName: 'OperationToolResult',
     errors: [
+      'body_stalled',
       'unknown_item_ids',
       'duplicate_item_ids',
       'too_many_items',
@@ -53,6 +54,7 @@ const TOOLS: {
       'operation_finished',
       'items_remaining',
       'nothing_to_retry',
+      'items_pruned',
       'too_many_active_operations',
       'conflict',
     ],

@@ -1,121 +1,78 @@
 /**
- * The operator view, `/admin/operations`: every organization's operations with progress bars,
- * failure reasons and pause / resume / cancel buttons. Server-rendered HTML (no build step),
- * behind the same basic auth as Bull Board. Buttons go through the operation tool, so an
- * operator's pause is exactly an assistant's pause: same rules, same events, same worker signals.
+ * The operator view, `/admin/operations`: every organization's operations, searchable and
+ * paged, each with its progress, pace, failures grouped by reason and audit trail, followed live
+ * (operator-view/*). Server-rendered HTML, behind the same basic auth as Bull Board. Buttons go
+ * through the operation tool, so an operator's pause is exactly an assistant's pause: same
+ * rules, same events, same worker signals.
  *
- * Every value from the database is HTML-escaped (operation types, notes and failure reasons come
- * from tenants). Buttons are POST forms; a POST must come from this page's own origin, since a
- * browser would otherwise attach the basic-auth credentials to a forged cross-site form — the
- * check Bull Board's changes pass too (operator-guard.ts). In read-only mode there are no buttons
- * and every POST is refused.
+ * Each page reads a constant number of statements, whatever its rows: the list is one query,
+ * an operation's page four (its row, failure groups, failed items, audit trail).
+ *
+ * Every value from the database is HTML-escaped (operation types, notes, item ids and failure
+ * reasons come from tenants). Buttons are POST forms; a POST must come from this page's own
+ * origin, since a browser would otherwise attach the basic-auth credentials to a forged
+ * cross-site form — the check Bull Board's changes pass too (operator-guard.ts). Cancel asks for
+ * confirmation on a page of its own, and its POST is refused without it. In read-only mode there
+ * are no buttons and every POST is refused.
  */
 import { type Request, Router } from 'express';
 import { z } from 'zod';
 import { AppError } from '../../domain/errors.ts';
-import { OPERATION_STATUS, remainingOf } from '../../domain/operation.ts';
 import { parseOrThrow } from '../../domain/validation.ts';
 import {
-  type AdminOperationRow,
+  auditTrailPage,
   type Database,
+  failureGroups,
   failuresPage,
-  getOperationAnyOrganization,
-  listOperationsAllOrganizations,
+  getOperatorItem,
+  getOperatorOperation,
+  listOperatorOperations,
 } from '../../store/index.ts';
 import type { ToolRegistry } from '../../tools/registry.ts';
 import { assertOperatorMayChange } from '../operator-guard.ts';
+import { OPERATOR_VIEW_SCRIPT } from '../operator-view/client-script.ts';
+import {
+  AUDIT_PER_PAGE,
+  confirmCancelPage,
+  DetailQuery,
+  detailPage,
+  FAILURES_PER_PAGE,
+  GROUPS_PER_PAGE,
+} from '../operator-view/detail-page.ts';
+import { OPERATIONS_PAGE_PATH, SCRIPT_PATH } from '../operator-view/html.ts';
+import { filterOf, ListQuery, listPage } from '../operator-view/list-page.ts';
+import { operatorStreams, StreamQuery } from '../operator-view/stream.ts';
 
-export const OPERATIONS_PAGE_PATH = '/admin/operations';
+export { escapeHtml, OPERATIONS_PAGE_PATH } from '../operator-view/html.ts';
+export { ListQuery as Filter } from '../operator-view/list-page.ts';
+export { DetailQuery, StreamQuery };
 
-export const Filter = z.object({
-  org: z.string().trim().max(200).optional(),
-  status: z
-    .enum(OPERATION_STATUS)
-    .optional()
-    .or(z.literal('').transform(() => undefined)),
-});
 export const Params = z.object({ operationId: z.uuid({ error: 'must be an operation id' }) });
 export const ACTIONS = ['pause', 'resume', 'cancel'] as const;
-
-/** Escapes text for HTML element content and quoted attribute values. */
-export function escapeHtml(value: unknown): string {
-  return String(value ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-}
-
-const STYLE = `
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#1f2937;background:#f9fafb}
-h1{font-size:20px;margin:0 0 12px} a{color:#2563eb}
-table{border-collapse:collapse;width:100%;background:#fff}
-th,td{padding:8px;border-bottom:1px solid #e5e7eb;text-align:left;vertical-align:top}
-th{font-size:12px;text-transform:uppercase;color:#6b7280}
-.bar{width:180px;height:12px;background:#e5e7eb;border-radius:6px;overflow:hidden;display:flex}
-.bar .ok{background:#10b981}.bar .ko{background:#ef4444}
-.status{font-weight:600}.active{color:#059669}.paused{color:#d97706}.completed{color:#2563eb}.cancelled{color:#6b7280}
-form{display:inline} button{margin-right:4px;cursor:pointer}
-.muted{color:#6b7280;font-size:12px} .reasons{margin:4px 0 0;padding-left:16px;font-size:12px;color:#b91c1c}
-`;
-
-function page(title: string, body: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
-<meta http-equiv="refresh" content="5"><style>${STYLE}</style></head><body>
-<p><a href="${OPERATIONS_PAGE_PATH}">Operations</a> · <a href="/admin/queues">Bull Board</a></p>
-${body}</body></html>`;
-}
-
-function progressBar(op: AdminOperationRow): string {
-  const total = Math.max(1, op.total_items);
-  const ok = (op.completed_count / total) * 100;
-  const ko = (op.failed_count / total) * 100;
-  return `<div class="bar" title="${op.completed_count} completed, ${op.failed_count} failed of ${op.total_items}"><div class="ok" style="width:${ok.toFixed(2)}%"></div><div class="ko" style="width:${ko.toFixed(2)}%"></div></div>`;
-}
-
-function buttons(op: AdminOperationRow, readOnly: boolean): string {
-  if (readOnly) {
-    return '';
-  }
-  const allowed = op.status === 'active' ? ['pause', 'cancel'] : op.status === 'paused' ? ['resume', 'cancel'] : [];
-  return allowed
-    .map(
-      (action) =>
-        `<form method="post" action="${OPERATIONS_PAGE_PATH}/${op.id}/${action}"><button type="submit" name="action" value="${action}">${action[0]?.toUpperCase()}${action.slice(1)}</button></form>`,
-    )
-    .join('');
-}
-
-function row(
-  op: AdminOperationRow,
-  reasons: readonly { item_id: string; reason: string | null }[],
-  readOnly: boolean,
-): string {
-  const recorded = op.completed_count + op.failed_count;
-  const reasonList =
-    reasons.length > 0
-      ? `<ul class="reasons">${reasons.map((r) => `<li>${escapeHtml(r.item_id)}: ${escapeHtml(r.reason)}</li>`).join('')}</ul>`
-      : '';
-  const paused =
-    op.status === 'paused' && op.state_json.paused_reason
-      ? `<div class="muted">${escapeHtml(op.state_json.paused_reason)}</div>`
-      : '';
-  return `<tr data-operation-id="${op.id}">
-<td>${escapeHtml(op.organization_name)}</td>
-<td><a href="${OPERATIONS_PAGE_PATH}/${op.id}">${escapeHtml(op.operation_type)}</a><div class="muted">${op.id}</div></td>
-<td><span class="status ${op.status}">${op.status}</span>${paused}</td>
-<td>${progressBar(op)}<div class="muted"><span class="recorded">${recorded}</span>/${op.total_items} recorded · ${op.failed_count} failed · ${remainingOf(op)} remaining · ${op.in_flight_count} in flight</div>${reasonList}</td>
-<td>${buttons(op, readOnly)}</td></tr>`;
-}
-
-function table(rows: string): string {
-  return `<table><thead><tr><th>Organization</th><th>Operation</th><th>Status</th><th>Progress</th><th></th></tr></thead><tbody>${rows || '<tr><td colspan="5">No operations.</td></tr>'}</tbody></table>`;
-}
+/** What the Cancel confirmation page posts; a cancel without it is refused. */
+export const ActionForm = z.object({
+  action: z.enum(ACTIONS).optional(),
+  confirm: z.literal('yes').optional(),
+});
 
 /** Where to go after a button: back to the operator page it came from, never elsewhere. */
-function backTo(req: Request): string {
+function backTo(req: Request, fallback: string): string {
   try {
     const from = new URL(req.get('referer') ?? '');
-    return from.pathname.startsWith(OPERATIONS_PAGE_PATH) ? `${from.pathname}${from.search}` : OPERATIONS_PAGE_PATH;
+    return from.pathname.startsWith(OPERATIONS_PAGE_PATH) && !from.pathname.endsWith('/cancel')
+      ? `${from.pathname}${from.search}`
+      : fallback;
   } catch {
-    return OPERATIONS_PAGE_PATH;
+    return fallback;
   }
+}
+
+async function operationOr404(db: Database, operationId: string) {
+  const op = await getOperatorOperation(db, operationId);
+  if (!op) {
+    throw new AppError('not_found', `Operation ${operationId} was not found.`, { operation_id: operationId });
+  }
+  return op;
 }
 
 export function adminOperationsRouter(deps: {
@@ -124,61 +81,64 @@ export function adminOperationsRouter(deps: {
   adminUser: string;
   /** OPSPAD_ADMIN_READONLY */
   readOnly: boolean;
+  /** How often live pages read the database, and the heartbeat of their streams. */
+  stream: { pollMs: number; heartbeatMs: number };
+  /** False once the server is shutting down (live pages' streams end). */
+  accepting: () => boolean;
 }): Router {
   const router = Router();
-  const readOnlyNote = deps.readOnly
-    ? '<p class="muted">Read-only (OPSPAD_ADMIN_READONLY): operations cannot be paused, resumed or cancelled here.</p>'
-    : '';
+  const stream = operatorStreams({ db: deps.db, readOnly: deps.readOnly, accepting: deps.accepting, ...deps.stream });
 
   router.get('/', async (req, res) => {
-    const filter = parseOrThrow(Filter, req.query, 'query');
-    const operations = await listOperationsAllOrganizations(deps.db, {
-      organizationName: filter.org || undefined,
-      status: filter.status,
-      limit: 200,
-    });
-    const reasons = await Promise.all(
-      operations.map((op) => (op.failed_count > 0 ? failuresPage(deps.db, op.id, -1, 3) : [])),
-    );
-    const statusOptions = ['', ...OPERATION_STATUS]
-      .map((s) => `<option value="${s}"${s === (filter.status ?? '') ? ' selected' : ''}>${s || 'any status'}</option>`)
-      .join('');
-    res.type('html').send(
-      page(
-        'opspad · operations',
-        `<h1>Operations</h1>${readOnlyNote}
-<form method="get"><input name="org" placeholder="organization" value="${escapeHtml(filter.org)}"> <select name="status">${statusOptions}</select> <button>Filter</button></form><p></p>
-${table(operations.map((op, i) => row(op, reasons[i] ?? [], deps.readOnly)).join(''))}`,
-      ),
-    );
+    const q = parseOrThrow(ListQuery, req.query, 'query');
+    const from = q.older_than
+      ? { operationId: q.older_than, direction: 'older' as const }
+      : q.newer_than
+        ? { operationId: q.newer_than, direction: 'newer' as const }
+        : undefined;
+    const result = await listOperatorOperations(deps.db, filterOf(q), { limit: q.limit, from });
+    res.type('html').send(listPage(q, result, deps.readOnly));
+  });
+
+  router.get(SCRIPT_PATH.slice(OPERATIONS_PAGE_PATH.length), (_req, res) => {
+    res.type('text/javascript; charset=utf-8').set('Cache-Control', 'no-cache').send(OPERATOR_VIEW_SCRIPT);
+  });
+
+  router.get('/stream', async (req, res) => {
+    await stream(parseOrThrow(StreamQuery, req.query, 'query'), req, res);
   });
 
   router.get('/:operationId', async (req, res) => {
     const { operationId } = parseOrThrow(Params, req.params, 'path');
-    const op = await getOperationAnyOrganization(deps.db, operationId);
-    if (!op) {
-      throw new AppError('not_found', `Operation ${operationId} was not found.`);
-    }
-    const failures = await failuresPage(deps.db, op.id, -1, 100);
-    res.type('html').send(
-      page(
-        `opspad · ${op.operation_type}`,
-        `<h1>${escapeHtml(op.operation_type)} <span class="status ${op.status}">${op.status}</span></h1>
-${table(row(op, [], deps.readOnly))}
-<h2>Failures (first ${failures.length} of ${op.failed_count})</h2>
-<table><thead><tr><th>Item</th><th>Reason</th></tr></thead><tbody>${failures.map((f) => `<tr><td>${escapeHtml(f.item_id)}</td><td>${escapeHtml(f.reason)}</td></tr>`).join('') || '<tr><td colspan="2">None.</td></tr>'}</tbody></table>`,
-      ),
-    );
+    const q = parseOrThrow(DetailQuery, req.query, 'query');
+    const op = await operationOr404(deps.db, operationId);
+    const [groups, failures, audit, item] = await Promise.all([
+      failureGroups(deps.db, op.id, { limit: GROUPS_PER_PAGE, offset: (q.groups_page - 1) * GROUPS_PER_PAGE }),
+      failuresPage(deps.db, op.id, q.failures_after - 1, FAILURES_PER_PAGE + 1),
+      auditTrailPage(deps.db, op.id, { limit: AUDIT_PER_PAGE + 1, beforeId: q.audit_before }),
+      q.item === undefined ? null : getOperatorItem(deps.db, op.id, q.item),
+    ]);
+    res.type('html').send(detailPage(q, { op, groups, failures, audit, item }, deps.readOnly));
+  });
+
+  router.get('/:operationId/cancel', async (req, res) => {
+    const { operationId } = parseOrThrow(Params, req.params, 'path');
+    res.type('html').send(confirmCancelPage(await operationOr404(deps.db, operationId), deps.readOnly));
   });
 
   router.post('/:operationId/:action', async (req, res) => {
     assertOperatorMayChange(req, deps);
     const { operationId } = parseOrThrow(Params, { operationId: req.params.operationId }, 'path');
     const action = parseOrThrow(z.enum(ACTIONS), req.params.action, 'action');
-    const op = await getOperationAnyOrganization(deps.db, operationId);
-    if (!op) {
-      throw new AppError('not_found', `Operation ${operationId} was not found.`);
+    const form = parseOrThrow(ActionForm, req.body ?? {}, 'body');
+    if (action === 'cancel' && form.confirm !== 'yes') {
+      throw new AppError(
+        'validation_failed',
+        'Invalid input: body.confirm: a cancel must be confirmed (confirm=yes), as the Cancel… page does; open it to see what cancelling abandons.',
+        { issues: [{ field: 'body.confirm', message: 'must be "yes"' }], total_issues: 1 },
+      );
     }
+    const op = await operationOr404(deps.db, operationId);
     await deps.tools.execute(
       'manage_assistant_operation',
       { action, operation_id: op.id },
@@ -187,7 +147,8 @@ ${table(row(op, [], deps.readOnly))}
         actor: `operator:${deps.adminUser}`,
       },
     );
-    res.redirect(303, backTo(req));
+    const detail = `${OPERATIONS_PAGE_PATH}/${op.id}`;
+    res.redirect(303, action === 'cancel' ? detail : backTo(req, OPERATIONS_PAGE_PATH));
   });
 
   return router;

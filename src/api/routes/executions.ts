@@ -91,7 +91,7 @@ export function executionsRouter(db: Database): Router {
     const executionId = executionIdOfPath(req.params);
     const query = parseOrThrow(TracesQuery, req.query, 'query');
     const afterSeq = query.after ?? 0;
-    const { traces, hasMore } = await listTraces(db, principalOf(res).organizationId, executionId, {
+    const { traces, hasMore, prunedAt } = await listTraces(db, principalOf(res).organizationId, executionId, {
       afterSeq,
       limit: query.limit ?? MAX_TRACES_PAGE,
     });
@@ -99,6 +99,7 @@ export function executionsRouter(db: Database): Router {
       execution_id: executionId,
       traces: traces.map(traceBody),
       next_after: hasMore ? (traces[traces.length - 1]?.seq ?? afterSeq) : null,
+      ...(prunedAt ? { traces_pruned_at: prunedAt.toISOString() } : {}),
     });
   });
 

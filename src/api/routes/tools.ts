@@ -10,6 +10,7 @@ import { toolDefinitions } from '../../tools/definitions.ts';
 import { TOOL_FORMATS, toolFormatOf, toolsInFormat } from '../../tools/formats.ts';
 import type { ToolRegistry } from '../../tools/registry.ts';
 import { principalOf } from '../auth.ts';
+import { streamedBodyOf } from '../operation-body.ts';
 import { conversationIdOf, executionIdOf } from '../params.ts';
 
 export function toolsRouter(tools: ToolRegistry): Router {
@@ -25,6 +26,20 @@ export function toolsRouter(tools: ToolRegistry): Router {
     const conversationId = conversationIdOf(req.params);
     const principal = principalOf(res);
     const toolName = String(req.params.toolName);
+    const ctx = {
+      scope: { organizationId: principal.organizationId, conversationId },
+      actor: `api_key:${principal.keyId}`,
+      executionId: executionIdOf(req.get('x-opspad-execution')),
+    };
+    const streamed = streamedBodyOf(req);
+    if (streamed) {
+      try {
+        res.json(await tools.executeStreamed(toolName, streamed, ctx));
+      } finally {
+        streamed.close(); // refused before the body's end: the rest is not wanted
+      }
+      return;
+    }
     if (req.body === undefined) {
       throw new AppError(
         'validation_failed',
@@ -34,12 +49,7 @@ export function toolsRouter(tools: ToolRegistry): Router {
         },
       );
     }
-    const result = await tools.execute(toolName, req.body, {
-      scope: { organizationId: principal.organizationId, conversationId },
-      actor: `api_key:${principal.keyId}`,
-      executionId: executionIdOf(req.get('x-opspad-execution')),
-    });
-    res.json(result);
+    res.json(await tools.execute(toolName, req.body, ctx));
   });
 
   return router;

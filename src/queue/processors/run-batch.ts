@@ -30,6 +30,7 @@ import {
   recordResults,
   releaseLeasedItems,
 } from '../../store/index.ts';
+import { ATTR, annotateActiveSpan, inSpan } from '../../telemetry/spans.ts';
 import { RunBatchPayload } from '../catalog.ts';
 import type { Dispatcher } from '../dispatcher.ts';
 import type { FairShare } from '../fair-share.ts';
@@ -110,6 +111,14 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
       throw new UnrecoverableError(`invalid ${job.name} payload: ${parsed.error.message}`);
     }
     const step = parsed.data;
+    // BullMQ's job span, when traces are on; the lease, handler and record spans are its children.
+    annotateActiveSpan({
+      [ATTR.organizationId]: step.organization_id,
+      [ATTR.operationId]: step.operation_id,
+      [ATTR.operationType]: step.operation_type,
+      [ATTR.lane]: step.lane,
+      [ATTR.step]: step.seq,
+    });
     const handler = deps.handlers.get(step.operation_type);
     if (!handler) {
       throw new UnrecoverableError(`no handler for operation_type "${step.operation_type}" in this worker`);
@@ -142,15 +151,21 @@ async function runStep(
   const logger = deps.logger.child({ operation_id: step.operation_id, job_id: owner });
   const stopTimer = deps.metrics.batchDuration.startTimer({ operation_type: step.operation_type });
 
+  const typeLabel = { operation_type: step.operation_type };
   let lease: Awaited<ReturnType<typeof leaseBatch>>;
   try {
-    lease = await leaseBatch(deps.db, scope, {
-      operationId: step.operation_id,
-      owner,
-      leaseSeconds: deps.leaseSeconds,
-      batchSize: handler.batchSize,
-      epoch: step.epoch,
-    });
+    const leaseTimer = deps.metrics.leaseDuration.startTimer(typeLabel);
+    lease = await inSpan('lease batch', {}, async (span) => {
+      const leased = await leaseBatch(deps.db, scope, {
+        operationId: step.operation_id,
+        owner,
+        leaseSeconds: deps.leaseSeconds,
+        batchSize: handler.batchSize,
+        epoch: step.epoch,
+      });
+      span.setAttributes({ [ATTR.batchSize]: leased.batch.length, [ATTR.reclaimed]: leased.reclaimed });
+      return leased;
+    }).finally(() => leaseTimer());
   } catch (error) {
     if (isAppError(error, 'not_found')) {
       return { leased: 0, completed: 0, failed: 0, released: 0, next: 'stopped' }; // deleted
@@ -186,23 +201,38 @@ async function runStep(
   );
   const budgetMs = handler.batchTimeoutMs ?? deps.batchTimeoutMs;
   const labels = { operation_type: op.operation_type };
-  const ran = await runWithinBudget(
-    handler,
-    lease.batch,
-    {
-      operationId: op.id,
-      organizationId: op.organization_id,
-      operationType: op.operation_type,
-      queryParams: op.state_json.query_params ?? {},
-      logger,
-    },
-    {
-      budgetMs,
-      graceMs: deps.batchGraceMs,
-      stops: [stop.signal, shutdownSignal],
-      onAbandonedSettled: () => deps.metrics.abandonedPending.dec(labels),
-    },
-  ).finally(() => {
+  const handlerTimer = deps.metrics.handlerDuration.startTimer(labels);
+  // One span per batch, not per item: a batch of 1,000 would otherwise cost 1,000 spans, and
+  // the per-item outcome (with its reason) is in Postgres already. A handler's own spans (an
+  // instrumented HTTP client) are children of this one.
+  const ran = await inSpan('handle batch', { attributes: { [ATTR.batchSize]: lease.batch.length } }, async (span) => {
+    const outcome = await runWithinBudget(
+      handler,
+      lease.batch,
+      {
+        operationId: op.id,
+        organizationId: op.organization_id,
+        operationType: op.operation_type,
+        queryParams: op.state_json.query_params ?? {},
+        logger,
+      },
+      {
+        budgetMs,
+        graceMs: deps.batchGraceMs,
+        stops: [stop.signal, shutdownSignal],
+        onAbandonedSettled: () => deps.metrics.abandonedPending.dec(labels),
+      },
+    );
+    span.setAttributes({
+      [ATTR.completed]: outcome.completed.length,
+      [ATTR.failed]: outcome.failed.length,
+      [ATTR.released]: outcome.unhandled.length,
+      [ATTR.abandoned]: outcome.abandoned,
+      ...(outcome.stoppedBy ? { [ATTR.stoppedBy]: outcome.stoppedBy } : {}),
+    });
+    return outcome;
+  }).finally(() => {
+    handlerTimer();
     clearInterval(heartbeat);
     stop.release();
   });
@@ -220,12 +250,18 @@ async function runStep(
   let counts = lease.counts;
   if (outcome.completed.length + outcome.failed.length > 0) {
     try {
-      const recorded = await recordResults(deps.db, scope, {
-        operationId: op.id,
-        completedIds: outcome.completed,
-        failed: outcome.failed,
-        owner,
-      });
+      const recordTimer = deps.metrics.recordDuration.startTimer(labels);
+      const recorded = await inSpan(
+        'record results',
+        { attributes: { [ATTR.completed]: outcome.completed.length, [ATTR.failed]: outcome.failed.length } },
+        () =>
+          recordResults(deps.db, scope, {
+            operationId: op.id,
+            completedIds: outcome.completed,
+            failed: outcome.failed,
+            owner,
+          }),
+      ).finally(() => recordTimer());
       after = recorded.operation;
       counts = recorded.counts;
       if (recorded.leaseConflicts.length > 0) {
@@ -250,6 +286,9 @@ async function runStep(
     return 0;
   });
   stopTimer();
+  if (released > 0) {
+    deps.metrics.itemsReleased.inc(labels, released);
+  }
 
   const recordedCount = counts.completed_count + counts.failed_count;
   // Progress and log line in one go: each is a Redis round trip, and they do not depend on
@@ -288,7 +327,7 @@ async function runStep(
   // finds nothing to lease ends itself, so an extra step costs one empty lease.
   // The counts were read before this step gave its unhandled items back: those are pending now.
   if (counts.remaining_count - (counts.in_flight_count - released) > 0) {
-    await deps.dispatcher.enqueueNext(step);
+    await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
     return { ...result, next: 'enqueued' };
   }
   return { ...result, next: 'stopped' };

@@ -1,0 +1,69 @@
+/**
+ * opspad end to end as users run it: two `opspad worker` processes of their own (the demo
+ * handler's no-op path: latency 0, failure rate 0), their lanes dispatched from here, with the
+ * jobs in Redis or in Postgres. Timed from the dispatch of the lanes to the operation's
+ * completion, as the in-process figure (background.ts) is.
+ */
+import { randomUUID } from 'node:crypto';
+import { loadConfig, type QueueBackendKind } from '../../src/config/env.ts';
+import { createDemoHandler } from '../../src/handlers/demo.ts';
+import { createHandlerRegistry } from '../../src/handlers/registry.ts';
+import { createDispatcher } from '../../src/queue/dispatcher.ts';
+import { migrateQueueBackend, openQueueBackend } from '../../src/queue/open-queue-backend.ts';
+import { createOperation } from '../../src/store/index.ts';
+import { type OpspadChild, startOpspadChild } from '../lib/child.ts';
+import { type BenchContext, itemIds, timed, waitFor } from '../lib/common.ts';
+
+export const WORKER_PROCESSES = 2;
+
+/** Two worker processes on `queue`; `run(batch)` → items/s over the plan's item count. */
+export async function workerProcessesRunner(ctx: BenchContext, organizationId: string, queue: QueueBackendKind) {
+  const prefix = `${ctx.prefix}-procs${queue === 'redis' ? '' : '-pg'}`;
+  const config = loadConfig({
+    DATABASE_URL: ctx.databaseUrl,
+    ...(queue === 'redis' ? { REDIS_URL: ctx.redisUrl } : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
+    OPSPAD_QUEUE_PREFIX: prefix,
+  });
+  await migrateQueueBackend(config, ctx.db);
+  const backend = await openQueueBackend(config, ctx.db);
+  const dispatcher = createDispatcher({ backend, handlers: createHandlerRegistry([createDemoHandler()]) });
+  ctx.defer(async () => {
+    await dispatcher.close();
+    await backend.close();
+  });
+  const env = { OPSPAD_QUEUE_PREFIX: prefix, ...(queue === 'redis' ? {} : { OPSPAD_QUEUE_BACKEND: 'postgres' }) };
+  const workers: OpspadChild[] = [];
+  for (let i = 0; i < WORKER_PROCESSES; i++) {
+    workers.push(await startOpspadChild(ctx, 'worker', env));
+  }
+
+  const run = async (batch: number) => {
+    const items = ctx.plan.backgroundItems[batch] as number;
+    const scope = { organizationId, conversationId: randomUUID() };
+    const { operation } = await createOperation(ctx.db, scope, {
+      operationType: 'demo',
+      itemIds: itemIds(items),
+      batchSize: batch,
+      queryParams: { latency_ms: 0, failure_rate: 0 },
+      notes: null,
+      execution: 'background',
+      queuePrefix: prefix,
+      actor: 'bench',
+    });
+    const { ms } = await timed(async () => {
+      await dispatcher.startLanes(operation);
+      await waitFor(
+        `operation ${operation.id} to complete`,
+        async () => {
+          const rows = await ctx.db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
+            operation.id,
+          ]);
+          return rows[0]?.status === 'completed' ? true : undefined;
+        },
+        { everyMs: 5 },
+      );
+    });
+    return (items / ms) * 1000;
+  };
+  return { run, pids: workers.map((w) => w.pid), close: () => Promise.all(workers.map((w) => w.stop())) };
+}

@@ -1,0 +1,151 @@
+/**
+ * The HTTP API of a running opspad: the tool registry and the express app wired to the rest of
+ * the service, and the listening socket. Built by `createOpspad` (src/main.ts) as its
+ * `HTTP server` start step.
+ */
+import { once } from 'node:events';
+import type { Server } from 'node:http';
+import { authFailureLimiter } from './api/auth-failures.ts';
+import type { AdminCredentials } from './api/basic-auth.ts';
+import { createApp } from './api/create-app.ts';
+import { rateLimitPerKey } from './api/rate-limit.ts';
+import { streamSlots } from './api/stream-slots.ts';
+import type { ApiSettings, SERVICE_PARTS, Settings } from './config/env.ts';
+import { sizeLimitsOf } from './domain/size-limits.ts';
+import type { HandlerRegistry } from './handlers/registry.ts';
+import type { Logger } from './logger.ts';
+import type { Metrics } from './metrics.ts';
+import type { QueueBackend } from './queue/backend.ts';
+import type { Dispatcher } from './queue/dispatcher.ts';
+import type { ReorganizeDeps } from './reorganizer/reorganize.ts';
+import type { ConversationScope, OpspadDatabase } from './store/index.ts';
+import { ATTR, inSpan } from './telemetry/spans.ts';
+import { createToolRegistry } from './tools/registry.ts';
+
+/** What a process running opspad reads, whether or not it serves the API. */
+export type ServiceSettings = Settings<(typeof SERVICE_PARTS)[number]>;
+/** A service's settings; those of the API (address, limits of requests, operator surfaces) when it serves it. */
+export type ServiceConfig = ServiceSettings & Partial<ApiSettings>;
+
+/** Settings every serving process has, each with a default: present once the API's parts are read. */
+const API_MARKERS = ['PORT', 'HOST', 'OPSPAD_RATE_LIMIT', 'OPSPAD_ADMIN_USER'] as const;
+
+/** The API's settings, or a clear error when the caller did not read them (a programming error). */
+export function apiSettingsOf(config: ServiceConfig): ServiceSettings & ApiSettings {
+  const missing = API_MARKERS.filter((name) => config[name] === undefined);
+  if (missing.length > 0) {
+    throw new TypeError(
+      `Serving the HTTP API needs its settings (${missing.join(', ')} missing): pass a configuration from loadConfig(), or api: false.`,
+    );
+  }
+  return config as ServiceSettings & ApiSettings;
+}
+
+export interface ApiServerDeps {
+  config: ServiceSettings & ApiSettings;
+  db: OpspadDatabase;
+  handlers: HandlerRegistry;
+  dispatcher: Dispatcher;
+  queueBackend: QueueBackend;
+  logger: Logger;
+  metrics: Metrics;
+  queues: Parameters<typeof createApp>[0]['queues'];
+  admin: AdminCredentials;
+  reorganizeDeps: ReorganizeDeps;
+  onReorganizeDue(scope: ConversationScope, version: number): Promise<void>;
+  eventsPollMs: number | undefined;
+  /** False once shutdown began: readiness fails and event streams end. */
+  accepting(): boolean;
+}
+
+/** Builds the app and listens on HOST:PORT; rejects when the address cannot be bound. */
+export async function listenApi(deps: ApiServerDeps): Promise<Server> {
+  const { config, db, handlers, dispatcher, queueBackend, logger } = deps;
+  const tools = createToolRegistry({
+    db,
+    maxItems: config.OPSPAD_MAX_ITEMS,
+    sizeLimits: sizeLimitsOf(config),
+    maxActiveBackground: config.OPSPAD_MAX_ACTIVE_BACKGROUND,
+    queuePrefix: config.OPSPAD_QUEUE_PREFIX,
+    hasHandler: (type) => handlers.has(type),
+    checkQueryParams: (type, queryParams) => handlers.get(type)?.checkQueryParams?.(queryParams) ?? [],
+    reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
+    onReorganizeDue: deps.onReorganizeDue,
+    async onActivated(operation) {
+      // Postgres has the operation; if the queue refuses now, the reconciler dispatches it later.
+      await inSpan(
+        'dispatch operation',
+        {
+          attributes: {
+            [ATTR.organizationId]: operation.organization_id,
+            [ATTR.operationId]: operation.id,
+            [ATTR.operationType]: operation.operation_type,
+          },
+        },
+        async (span) => span.setAttribute(ATTR.lanes, await dispatcher.startLanes(operation)),
+      ).catch((error: unknown) => {
+        logger.warn({ err: error, operation_id: operation.id }, 'dispatch deferred to the reconciler');
+      });
+    },
+    async onStopped(operation, reason) {
+      if (operation.state_json.execution !== 'background') {
+        return;
+      }
+      await queueBackend.control
+        .publish({ operation_id: operation.id, reason })
+        .catch((error: unknown) =>
+          logger.warn({ err: error }, 'could not signal workers; they stop at their next batch'),
+        );
+    },
+  });
+  const app = createApp({
+    db,
+    tools,
+    logger,
+    metrics: deps.metrics,
+    queues: deps.queues,
+    scratchpad: { ...deps.reorganizeDeps, onReorganizeDue: deps.onReorganizeDue },
+    contextMaxTokens: config.OPSPAD_CONTEXT_MAX_TOKENS,
+    rateLimit: rateLimitPerKey(queueBackend.counter, config.OPSPAD_RATE_LIMIT, logger),
+    authFailures: authFailureLimiter(queueBackend.counter, config.OPSPAD_AUTH_FAILURE_LIMIT, logger),
+    apiKeyCacheTtlMs: config.OPSPAD_API_KEY_CACHE_TTL,
+    trustProxy: config.OPSPAD_TRUST_PROXY,
+    adminReadOnly: config.OPSPAD_ADMIN_READONLY,
+    streams: {
+      heartbeatMs: config.OPSPAD_STREAM_HEARTBEAT,
+      idleMs: config.OPSPAD_STREAM_IDLE_TIMEOUT,
+      keyCheckMs: config.OPSPAD_STREAM_KEY_CHECK,
+      // A stream renews its slot at every key check: three missed renewals and it lapses.
+      slots: streamSlots(
+        queueBackend.leases,
+        {
+          maxPerKey: config.OPSPAD_MAX_STREAMS_PER_KEY,
+          leaseMs: Math.max(30_000, 3 * config.OPSPAD_STREAM_KEY_CHECK),
+        },
+        logger,
+      ),
+    },
+    admin: deps.admin,
+    maxBodyBytes: config.OPSPAD_MAX_BODY_BYTES,
+    eventsPollMs: deps.eventsPollMs,
+    readiness: {
+      checks: {
+        postgres: async () => void (await db.query('SELECT 1')),
+        ...queueBackend.readinessChecks,
+      },
+      accepting: deps.accepting,
+    },
+  });
+  const server = app.listen(config.PORT, config.HOST);
+  // 'error' (the port is taken, the address is not this machine's) rejects.
+  await once(server, 'listening');
+  return server;
+}
+
+/** Closes a server at once, dropping any connection (start-up failed after it listened). */
+export function closeServerNow(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}

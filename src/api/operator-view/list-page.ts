@@ -1,0 +1,122 @@
+/**
+ * The list of operations: a search, honest paging (how many match, where this page is, newer
+ * and older), and the rows in creation order — newest first, and a row keeps its place while
+ * its status changes. The page's script follows the rows live (stream.ts) and says when newer
+ * operations have arrived, without reloading or reordering anything.
+ */
+import { z } from 'zod';
+import { OPERATION_STATUS } from '../../domain/operation.ts';
+import type { OperatorListFilter, OperatorListPage } from '../../store/index.ts';
+import { count, escapeHtml, OPERATIONS_PAGE_PATH, page, query } from './html.ts';
+import { operationRow, operationTable } from './operation-row.ts';
+
+export const PAGE_SIZE_DEFAULT = 50;
+export const PAGE_SIZE_MAX = 100;
+
+const optionalText = (max: number, what: string) =>
+  z
+    .string({ error: `must be one ${what}` })
+    .trim()
+    .max(max, `must be at most ${max} characters`)
+    .optional();
+
+/** What the list is filtered by (also what the live stream counts newer operations by). */
+export const ListFilterQuery = z.object({
+  q: optionalText(512, 'search text (an operation, item, conversation or organization id, or a name)'),
+  org: optionalText(200, "organization's exact name"),
+  status: z
+    .enum(OPERATION_STATUS)
+    .optional()
+    .or(z.literal('').transform(() => undefined)),
+  type: optionalText(64, 'operation type'),
+});
+
+export const ListQuery = ListFilterQuery.extend({
+  older_than: z.uuid({ error: 'must be the operation id a page of older operations starts after' }).optional(),
+  newer_than: z.uuid({ error: 'must be the operation id a page of newer operations starts before' }).optional(),
+  limit: z.coerce
+    .number({ error: 'must be a number of rows' })
+    .int()
+    .min(1)
+    .max(PAGE_SIZE_MAX, `must be at most ${PAGE_SIZE_MAX} rows`)
+    .default(PAGE_SIZE_DEFAULT),
+}).refine((q) => !(q.older_than && q.newer_than), {
+  message: 'give older_than or newer_than, not both',
+  path: ['older_than'],
+});
+export type ListQuery = z.output<typeof ListQuery>;
+
+export function filterOf(q: z.output<typeof ListFilterQuery>): OperatorListFilter {
+  return { search: q.q, organizationName: q.org, status: q.status, operationType: q.type };
+}
+
+/** The filter's own parameters, carried by every link of the page. */
+function filterParams(q: ListQuery) {
+  return {
+    q: q.q,
+    org: q.org,
+    status: q.status,
+    type: q.type,
+    limit: q.limit === PAGE_SIZE_DEFAULT ? undefined : q.limit,
+  };
+}
+
+function searchForm(q: ListQuery): string {
+  const statusOptions = ['', ...OPERATION_STATUS]
+    .map((s) => `<option value="${s}"${s === (q.status ?? '') ? ' selected' : ''}>${s || 'any status'}</option>`)
+    .join('');
+  return `<form class="filters" method="get" action="${OPERATIONS_PAGE_PATH}">
+<input name="q" value="${escapeHtml(q.q)}" placeholder="operation id, item id, conversation id or organization" aria-label="Search">
+<select name="status" aria-label="Status">${statusOptions}</select>
+<input name="type" value="${escapeHtml(q.type)}" placeholder="operation type" aria-label="Operation type">
+${q.org ? `<input type="hidden" name="org" value="${escapeHtml(q.org)}">` : ''}<button type="submit">Search</button>
+<a href="${OPERATIONS_PAGE_PATH}">clear</a></form>`;
+}
+
+function pager(q: ListQuery, result: OperatorListPage): string {
+  const first = result.rows[0];
+  const last = result.rows.at(-1);
+  if (!first || !last) {
+    return result.total > 0
+      ? `<div class="pager">Nothing on this page (it starts past the end, or at an operation that is gone). <a href="${OPERATIONS_PAGE_PATH}${query(filterParams(q))}">Newest operations</a></div>`
+      : '';
+  }
+  const params = filterParams(q);
+  const newer =
+    first.position > 1
+      ? `<a rel="prev" href="${OPERATIONS_PAGE_PATH}${query({ ...params, newer_than: first.id })}">‹ Newer</a>`
+      : '<span class="muted">‹ Newer</span>';
+  const older =
+    last.position < result.total
+      ? `<a rel="next" href="${OPERATIONS_PAGE_PATH}${query({ ...params, older_than: last.id })}">Older ›</a>`
+      : '<span class="muted">Older ›</span>';
+  return `<div class="pager"><span class="showing">Showing ${count(first.position)}–${count(last.position)} of ${count(result.total)}</span>${newer}${older}</div>`;
+}
+
+/** Where the page's script follows its rows (and, on the newest page, counts newer operations). */
+function streamUrl(q: ListQuery, result: OperatorListPage): string {
+  const onNewest = (result.rows[0]?.position ?? 1) === 1;
+  return `${OPERATIONS_PAGE_PATH}/stream${query({
+    ids: result.rows.map((r) => r.id).join(','),
+    ...(onNewest ? { ...filterParams(q), limit: undefined, newer_than: result.rows[0]?.id ?? 'none' } : {}),
+  })}`;
+}
+
+export function listPage(q: ListQuery, result: OperatorListPage, readOnly: boolean): string {
+  const readOnlyNote = readOnly
+    ? '<p class="muted">Read-only (OPSPAD_ADMIN_READONLY): operations cannot be paused, resumed or cancelled here.</p>'
+    : '';
+  const newest = `${OPERATIONS_PAGE_PATH}${query(filterParams(q))}`;
+  return page(
+    'opspad · operations',
+    `<h1>Operations</h1>${readOnlyNote}${searchForm(q)}
+<div id="newer" class="notice" hidden><span class="n">0</span> newer operation(s) match. <a href="${newest}">Show the newest</a></div>
+${pager(q, result)}
+${operationTable(
+  result.rows.map((op) => operationRow(op, readOnly)).join(''),
+  q.q || q.org || q.status || q.type ? 'No operation matches.' : 'No operations.',
+)}
+${pager(q, result)}
+<div id="live-config" data-stream="${escapeHtml(streamUrl(q, result))}"></div>`,
+  );
+}

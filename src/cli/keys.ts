@@ -1,0 +1,69 @@
+/**
+ * `opspad keys create|list|revoke`. With the embedded database held by a running service, the
+ * command runs inside that service through its control socket (src/cli/local-control.ts).
+ */
+import type { DatabaseSettings } from '../config/env.ts';
+import type { ApiKeySummary, CreatedApiKey } from '../store/index.ts';
+import { type KeyCommand, keyCommandViaLocalControl, runKeyCommand } from './local-control.ts';
+import { openForCommand } from './local-service.ts';
+import type { KeysOptions } from './program.ts';
+import { settingsFor } from './settings.ts';
+import { UsageError } from './usage-error.ts';
+
+/** Runs a key command through a running service on the embedded database, or directly. */
+export async function keyCommand(config: DatabaseSettings, command: KeyCommand): Promise<unknown> {
+  const remote = config.DATABASE_URL ? undefined : await keyCommandViaLocalControl(config.OPSPAD_DATA_DIR, command);
+  if (remote) {
+    return remote.result;
+  }
+  const db = await openForCommand(config);
+  try {
+    return await runKeyCommand(db, command);
+  } finally {
+    await db.close();
+  }
+}
+
+/** The organization named by --org, trimmed; blank is a usage error. */
+export function organizationOption(org: string, command: string): string {
+  const name = org.trim();
+  if (!name) {
+    throw new UsageError(`--org needs an organization name, e.g. opspad ${command} --org acme`);
+  }
+  return name;
+}
+
+export async function createKey(options: KeysOptions): Promise<number> {
+  const org = organizationOption(options.org, 'keys create');
+  const created = (await keyCommand(settingsFor('keys'), { op: 'create', org })) as CreatedApiKey;
+  process.stdout.write(
+    options.json
+      ? `${JSON.stringify({ organization_id: created.organization_id, api_key: created.api_key })}\n`
+      : `Organization: ${created.organization_id}\nAPI key:      ${created.api_key}\nKeep the key: it is shown only now.\n`,
+  );
+  return 0;
+}
+
+export async function listKeys(options: KeysOptions): Promise<number> {
+  const org = organizationOption(options.org, 'keys list');
+  const listed = (await keyCommand(settingsFor('keys'), { op: 'list', org })) as ApiKeySummary[];
+  process.stdout.write(
+    options.json
+      ? `${JSON.stringify(listed)}\n`
+      : `${listed.map((k) => `${k.key_id}  ${k.key_prefix}…  created ${k.created_at}${k.revoked_at ? `  revoked ${k.revoked_at}` : ''}`).join('\n') || '(no keys)'}\n`,
+  );
+  return 0;
+}
+
+export async function revokeKey(key: string, options: { json: boolean }): Promise<number> {
+  const revoked = (await keyCommand(settingsFor('keys'), { op: 'revoke', key })) as ApiKeySummary | null;
+  if (!revoked) {
+    throw new Error(`no API key matches "${key.slice(0, 12)}"`);
+  }
+  process.stdout.write(
+    options.json
+      ? `${JSON.stringify(revoked)}\n`
+      : `Revoked ${revoked.key_id} (${revoked.key_prefix}…) of ${revoked.organization}.\n`,
+  );
+  return 0;
+}

@@ -1,0 +1,230 @@
+/**
+ * The `opspad` command tree, on commander. Only definitions live here: each action imports the
+ * module that does the work when it runs, so `--help`, `--version` and a usage error load no
+ * settings, open nothing and return at once.
+ */
+import { readFileSync } from 'node:fs';
+import { Command, InvalidArgumentError } from 'commander';
+
+/** What an action returns: the exit code, or -1 when the process keeps running (a service). */
+export type ExitCode = number;
+
+/** package.json sits two folders above this module, in the sources and in dist/ alike. */
+export function packageVersion(): string {
+  const url = new URL('../../package.json', import.meta.url);
+  return (JSON.parse(readFileSync(url, 'utf8')) as { version: string }).version;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function wholeNumber(min: number) {
+  return (value: string) => {
+    const number = Number(value);
+    if (!/^\s*\d+\s*$/.test(value) || !Number.isSafeInteger(number) || number < min) {
+      throw new InvalidArgumentError(`It must be a whole number of ${min} or more.`);
+    }
+    return number;
+  };
+}
+
+function fraction(value: string): number {
+  const number = Number(value);
+  if (value.trim() === '' || !Number.isFinite(number) || number < 0 || number > 1) {
+    throw new InvalidArgumentError('It must be a number from 0 to 1.');
+  }
+  return number;
+}
+
+function conversationId(value: string): string {
+  const id = value.trim().toLowerCase();
+  if (!UUID.test(id)) {
+    throw new InvalidArgumentError('It must be a UUID you choose for the conversation.');
+  }
+  return id;
+}
+
+function httpUrl(value: string): string {
+  try {
+    if (['http:', 'https:'].includes(new URL(value).protocol)) {
+      return value.replace(/\/$/, '');
+    }
+  } catch {
+    // reported below
+  }
+  throw new InvalidArgumentError('It must be a URL starting with http:// or https://.');
+}
+
+export interface DemoOptions {
+  items: number;
+  failureRate: number;
+  latencyMs: number;
+  exit: boolean;
+}
+export interface ClientOptions {
+  url?: string;
+  key?: string;
+}
+export interface McpOptions extends ClientOptions {
+  conversation?: string;
+}
+export interface KeysOptions {
+  org: string;
+  json: boolean;
+}
+export interface WebhookSecretOptions extends KeysOptions {
+  rotate: boolean;
+}
+
+/** Runs `run` for `command`, recording its exit code. */
+type Recorder = (run: () => Promise<ExitCode>) => Promise<void>;
+
+/** The command tree; `record` receives each action's work and keeps its exit code. */
+export function buildProgram(record: Recorder): Command {
+  const program = new Command('opspad')
+    .usage('<command> [options]')
+    .description('Durable working memory for AI assistants doing bulk work, and the workers that do it.')
+    .version(packageVersion(), '-V, --version', 'print the version of opspad')
+    .helpOption('-h, --help', 'show help for a command')
+    .helpCommand('help [command]', 'show help for a command')
+    .addHelpText(
+      'after',
+      `
+Settings come from environment variables (DATABASE_URL, REDIS_URL, PORT,
+OPSPAD_…); each command reads only those it uses: see the configuration table
+in README.md. 'opspad <command> --help' shows a command's options.`,
+    );
+
+  program
+    .command('start')
+    .description('Start the HTTP API, the workers and the reconciler; runs until SIGINT or SIGTERM.')
+    .action(() => record(async () => (await import('./serve.ts')).serve('all')));
+
+  program
+    .command('worker')
+    .description('Start workers and the reconciler only (needs DATABASE_URL); runs until SIGINT or SIGTERM.')
+    .action(() => record(async () => (await import('./serve.ts')).serve('worker')));
+
+  program
+    .command('migrate')
+    .description("Apply opspad's database migrations (and the Postgres queue schema's), then exit.")
+    .action(() => record(async () => (await import('./migrate.ts')).migrate()));
+
+  const keys = program
+    .command('keys')
+    .usage('<create|list|revoke> [options]')
+    .description("Create, list and revoke organizations' API keys.");
+  keys
+    .command('create')
+    .usage('--org <name> [--json]')
+    .description('Create an API key for an organization (created when new); the key is shown only now.')
+    .requiredOption('--org <name>', 'the organization')
+    .option('--json', 'print {"organization_id", "api_key"} as JSON', false)
+    .action((options: KeysOptions) => record(async () => (await import('./keys.ts')).createKey(options)));
+  keys
+    .command('list')
+    .usage('--org <name> [--json]')
+    .description("List an organization's keys: ids and first characters, never the keys.")
+    .requiredOption('--org <name>', 'the organization')
+    .option('--json', 'print the list as JSON', false)
+    .action((options: KeysOptions) => record(async () => (await import('./keys.ts')).listKeys(options)));
+  keys
+    .command('revoke')
+    .usage('<key_id|api_key> [--json]')
+    .description('Revoke a key: requests with it get 401 from then on.')
+    .argument('<key>', 'the key id (from keys list) or the key itself')
+    .option('--json', 'print the revoked key as JSON', false)
+    .action((key: string, options: { json: boolean }) =>
+      record(async () => (await import('./keys.ts')).revokeKey(key, options)),
+    );
+
+  program
+    .command('webhooks')
+    .usage('secret --org <name> [--rotate] [--json]')
+    .description("Organizations' webhook signing secrets.")
+    .command('secret')
+    .usage('--org <name> [--rotate] [--json]')
+    .description(
+      "Show the organization's webhook signing secret (whsec_…), or replace it: the previous one keeps signing for OPSPAD_WEBHOOK_ROTATION_GRACE.",
+    )
+    .requiredOption('--org <name>', 'the organization')
+    .option('--rotate', 'replace the secret', false)
+    .option('--json', 'print as JSON', false)
+    .action((options: WebhookSecretOptions) =>
+      record(async () => (await import('./webhooks.ts')).webhookSecret(options)),
+    );
+
+  program
+    .command('demo')
+    .usage('[--items N] [--failure-rate R] [--latency-ms MS] [--exit]')
+    .description(
+      'Run a background operation of demo items with a live progress bar, on the running opspad or on one started here.',
+    )
+    .option('--items <n>', 'how many items', wholeNumber(1), 20_000)
+    .option('--failure-rate <r>', 'share of items that fail, from 0 to 1', fraction, 0.05)
+    .option('--latency-ms <ms>', 'time one batch takes', wholeNumber(0), 25)
+    .option('--exit', 'stop the opspad started here once the operation ends', false)
+    .action((options: DemoOptions) => record(async () => (await import('./demo.ts')).demo(options)));
+
+  program
+    .command('ops')
+    .usage('watch <operation_id> [options]')
+    .description('Follow operations.')
+    .command('watch')
+    .usage('<operation_id> [--url URL] [--key API_KEY]')
+    .description('Follow an operation with a live progress bar until it ends (exit 0: completed or cancelled).')
+    .argument('<operation_id>', 'the operation')
+    .option('--url <url>', 'the opspad API (default OPSPAD_URL, else http://HOST:PORT)', httpUrl)
+    .option('--key <api_key>', 'the API key (default OPSPAD_API_KEY)')
+    .action((operationId: string, options: ClientOptions) =>
+      record(async () => (await import('./ops-watch.ts')).opsWatch(operationId, options)),
+    );
+
+  program
+    .command('mcp')
+    .usage('[--conversation <uuid>] [--url URL] [--key API_KEY]')
+    .description(
+      "Serve opspad's tools and working memory to an MCP client over stdio, talking to opspad over HTTP. Without --conversation, the session has a conversation of its own.",
+    )
+    .option('--conversation <uuid>', 'the conversation to work in', conversationId)
+    .option('--url <url>', 'the opspad API (default OPSPAD_URL, else http://HOST:PORT)', httpUrl)
+    .option('--key <api_key>', 'the API key (default OPSPAD_API_KEY)')
+    .action((options: McpOptions) => record(async () => (await import('./mcp.ts')).mcp(options)));
+
+  program
+    .command('tools')
+    .usage('print [--format <format>]')
+    .description('Tool definitions for function calling.')
+    .command('print')
+    .usage('[--format <format>]')
+    .description('Print the tool definitions as JSON, built here (no server).')
+    .option('--format <format>', 'opspad, openai (strict function calling), openai-responses or anthropic', 'opspad')
+    .action((options: { format: string }) =>
+      record(async () => (await import('./print.ts')).printTools(options.format)),
+    );
+
+  program
+    .command('openapi')
+    .usage('print')
+    .description('The OpenAPI 3.1 description of the HTTP API.')
+    .command('print')
+    .description(
+      'Print the OpenAPI document (as served at /openapi.json), built here (no server), to generate a client.',
+    )
+    .action(() => record(async () => (await import('./print.ts')).printOpenApi()));
+
+  return program;
+}
+
+/** Every command of the tree, depth first (the program first). */
+export function allCommands(command: Command): Command[] {
+  return [command, ...command.commands.flatMap((sub) => allCommands(sub as Command))];
+}
+
+/** `opspad webhooks secret`: the words that run `command`. */
+export function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let at: Command | null = command; at; at = at.parent) {
+    names.unshift(at.name());
+  }
+  return names.join(' ');
+}

@@ -1,0 +1,24 @@
+/**
+ * `opspad start` and `opspad worker`: opspad in this process until SIGINT or SIGTERM, then a
+ * shutdown within OPSPAD_SHUTDOWN_TIMEOUT (src/cli/process-exit.ts).
+ */
+import { writeStderr } from '../log-sink.ts';
+import { createLogger } from '../logger.ts';
+import { boardLine, metricsLine, startLocal } from './local-service.ts';
+import { exitOnSignals } from './process-exit.ts';
+import { settingsFor } from './settings.ts';
+
+/** Starts the service; -1: the process keeps running until a signal ends it. */
+export async function serve(role: 'all' | 'worker'): Promise<number> {
+  const config = settingsFor(role === 'all' ? 'start' : 'worker');
+  const logger = createLogger(config.OPSPAD_LOG_LEVEL);
+  const signals = exitOnSignals({ logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT });
+  const service = await startLocal(config, logger, role);
+  if (service.opspad.url) {
+    writeStderr(`\n${boardLine(service.opspad)}\n`);
+  } else if (service.opspad.metricsUrl) {
+    writeStderr(`\n${metricsLine(service.opspad)}\n`);
+  }
+  signals.started(service.shutdownSteps);
+  return -1;
+}

@@ -1,0 +1,94 @@
+/**
+ * The operation lifecycle as one table: for each action and each status, whether the action is
+ * refused, leaves the operation as it is, or moves it to a new status with an audit event. The
+ * store's control modules read their decisions here and only carry them out, so the rules can be
+ * read (and tested) without a database.
+ *
+ * Conditions that depend on more than the status stay with their callers: `complete` refuses
+ * while items remain unless forced, `complete_if_done` only fires when every item is recorded,
+ * `retry_failed` needs failed items, and a lease needs the current dispatch epoch.
+ */
+import type { OperationStatus } from './operation.ts';
+
+/** The actions that read or change an operation's status. */
+export const LIFECYCLE_ACTIONS = [
+  'lease',
+  'record',
+  'pause',
+  'resume',
+  'complete',
+  'complete_if_done',
+  'cancel',
+  'breaker_trip',
+  'retry_failed',
+] as const;
+export type LifecycleAction = (typeof LIFECYCLE_ACTIONS)[number];
+
+/** The audit events a status change writes (a subset of the stream's event kinds). */
+export type LifecycleEvent = 'paused' | 'resumed' | 'completed' | 'cancelled';
+
+export type Transition =
+  /** The action goes ahead and the status becomes `to`, recorded as `event`. */
+  | { kind: 'change'; to: OperationStatus; event: LifecycleEvent }
+  /** The action is allowed and changes no status (a lease, a record, a repeated pause…). */
+  | { kind: 'allowed' }
+  /** The action asks for what is already so: answered with the operation as it is. */
+  | { kind: 'already' }
+  /** The action cannot happen in this status; `verb` completes "it cannot be …". */
+  | { kind: 'refused'; verb: string };
+
+const allowed: Transition = { kind: 'allowed' };
+const already: Transition = { kind: 'already' };
+const refused = (verb: string): Transition => ({ kind: 'refused', verb });
+const to = (status: OperationStatus, event: LifecycleEvent): Transition => ({ kind: 'change', to: status, event });
+
+/**
+ * action × status → transition. A paused operation hands out no new batch but its leased
+ * batches may still be recorded and renewed; finished operations change no more.
+ */
+export const LIFECYCLE: Readonly<Record<LifecycleAction, Readonly<Record<OperationStatus, Transition>>>> = {
+  // Active: the caller's own batch, else a new one. Paused: its own batch only (renewed), no new
+  // one. Finished: nothing, and no error (a worker's last look finds the end).
+  lease: { active: allowed, paused: already, completed: refused('leased'), cancelled: refused('leased') },
+  record: {
+    active: allowed,
+    paused: allowed,
+    completed: refused('recorded'),
+    cancelled: refused('recorded'),
+  },
+  pause: {
+    active: to('paused', 'paused'),
+    paused: already,
+    completed: refused('paused'),
+    cancelled: refused('paused'),
+  },
+  resume: {
+    active: already,
+    paused: to('active', 'resumed'),
+    completed: refused('resumed'),
+    cancelled: refused('resumed'),
+  },
+  complete: {
+    active: to('completed', 'completed'),
+    paused: to('completed', 'completed'),
+    completed: already,
+    cancelled: refused('completed'),
+  },
+  // Workers and the reconciler: a pause that landed first wins, so only an active one completes.
+  complete_if_done: { active: to('completed', 'completed'), paused: already, completed: already, cancelled: already },
+  cancel: {
+    active: to('cancelled', 'cancelled'),
+    paused: to('cancelled', 'cancelled'),
+    completed: refused('cancelled'),
+    cancelled: already,
+  },
+  // The circuit breaker pauses only what is running; a record on a paused operation keeps it so.
+  breaker_trip: { active: to('paused', 'paused'), paused: already, completed: already, cancelled: already },
+  // The source operation keeps its status; the retry is a new operation.
+  retry_failed: { active: allowed, paused: allowed, completed: allowed, cancelled: allowed },
+};
+
+/** What `action` does to an operation in `status`. */
+export function transition(action: LifecycleAction, status: OperationStatus): Transition {
+  return LIFECYCLE[action][status];
+}

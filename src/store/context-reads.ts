@@ -1,0 +1,73 @@
+/**
+ * What the context fragment reads on every turn, in one statement: whether the organization has
+ * used the conversation id, the pad's version and stored recitation, and the first page of the
+ * conversation's open operations. It was three statements sent side by side (three pooled
+ * connections and three round trips per turn); one statement is one round trip and one snapshot.
+ *
+ * Lock order: none; one snapshot of committed rows.
+ * Cost: a primary-key probe of assistant_conversation and of scratchpad, and the index range of
+ * the conversation's open operations bounded by `limit`, each with its lease rows (O(lanes)).
+ * The recitation comes on the first row only, so a page of operations does not repeat it.
+ */
+import type { ListedOperation } from '../domain/operation.ts';
+import type { ConversationScope } from './conversation-repo.ts';
+import type { Queryable } from './db.ts';
+import { IN_FLIGHT_COLUMN } from './item-sql.ts';
+import { type OpenOperationsPage, openOperationsTotal } from './operation-reads.ts';
+import { LISTED_COLUMNS, OPERATION_COLUMNS } from './operation-row.ts';
+import type { StoredRecitation } from './scratchpad-repo.ts';
+
+export interface ContextInputs {
+  /** Whether the organization has used this conversation id (reading never creates it). */
+  exists: boolean;
+  pad: { version: number; recitation: StoredRecitation | null };
+  page: OpenOperationsPage;
+}
+
+type Row = Partial<ListedOperation & { in_flight_count: number }> & {
+  conversation_exists: boolean;
+  pad_version: number | null;
+  pad_recitation: StoredRecitation | null;
+};
+
+const OPERATION_NAMES = OPERATION_COLUMNS.split(',').map((c) => c.trim());
+
+export async function readContextInputs(
+  db: Queryable,
+  scope: ConversationScope,
+  limit: number,
+): Promise<ContextInputs> {
+  const rows = await db.query<Row>(
+    `SELECT EXISTS (SELECT 1 FROM assistant_conversation WHERE organization_id = $1 AND id = $2) AS conversation_exists,
+            p.version AS pad_version,
+            CASE WHEN ops.position IS NULL OR ops.position = 1 THEN p.recitation END AS pad_recitation,
+            ${OPERATION_NAMES.map((c) => `ops.${c}`).join(', ')}, ops.in_flight_count
+     FROM (SELECT 1) one
+     LEFT JOIN scratchpad p ON p.conversation_id = $2 AND p.organization_id = $1
+     LEFT JOIN LATERAL (
+       SELECT ${LISTED_COLUMNS('o.')}, ${IN_FLIGHT_COLUMN},
+              row_number() OVER (ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id) AS position
+       FROM assistant_operation o
+       WHERE o.organization_id = $1 AND o.conversation_id = $2 AND o.status IN ('active', 'paused')
+       ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id
+       LIMIT $3) ops ON true
+     ORDER BY ops.position`,
+    [scope.organizationId, scope.conversationId, limit],
+  );
+  const first = rows[0];
+  const operations = rows
+    .filter((row) => row.id !== null && row.id !== undefined)
+    .map((row) => {
+      const operation: Record<string, unknown> = { in_flight_count: row.in_flight_count };
+      for (const name of OPERATION_NAMES) {
+        operation[name] = row[name as keyof Row];
+      }
+      return operation as unknown as ListedOperation & { in_flight_count: number };
+    });
+  const total = await openOperationsTotal(db, scope, operations.length, limit);
+  return {
+    exists: first?.conversation_exists === true,
+    pad: { version: first?.pad_version ?? 0, recitation: first?.pad_recitation ?? null },
+    page: { operations, total },
+  };
+}

@@ -1,0 +1,204 @@
+/**
+ * The `opspad` command as a manual: `--help` on every command (found by walking the command tree,
+ * so a new command is covered as soon as it exists) prints its usage and exits 0 without reading
+ * a setting or opening a connection; `--version`; usage errors that name the command and point to
+ * its help; and each command checking only the settings it reads.
+ *
+ * "Opens nothing" is measured, not assumed: DATABASE_URL, REDIS_URL, OPSPAD_URL and PORT all point
+ * at a TCP listener of this test that counts the connections it receives, OPSPAD_DATA_DIR at a
+ * folder that must not come into being, and other variables hold values no command accepts.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { allCommands, buildProgram, commandPath } from '../../src/cli/program.ts';
+import { type CommandRun, runOpspad } from '../helpers/processes.ts';
+
+const VERSION = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
+
+/** `opspad <args>` with only PATH and `env` set. */
+function opspad(args: readonly string[], env: Record<string, string>): Promise<CommandRun> {
+  return runOpspad(args, env);
+}
+
+/** Every command and subcommand, as the words that run it (`[]` is `opspad` itself). */
+const COMMANDS = allCommands(buildProgram(async () => {})).map((command) => commandPath(command).split(' ').slice(1));
+const LEAVES = allCommands(buildProgram(async () => {}))
+  .filter((command) => command.commands.length === 0)
+  .map((command) => commandPath(command).split(' ').slice(1));
+
+/** What a command needs besides options, so that only the unknown option is wrong. */
+const REQUIRED: Readonly<Record<string, readonly string[]>> = {
+  'keys create': ['--org', 'acme'],
+  'keys list': ['--org', 'acme'],
+  'keys revoke': ['key_0'],
+  'webhooks secret': ['--org', 'acme'],
+  'ops watch': ['0b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f'],
+};
+
+describe('opspad --help, --version and usage errors', () => {
+  let counter: Server;
+  let connections = 0;
+  let env: Record<string, string>;
+  const dataDir = join(mkdtempSync(join(tmpdir(), 'opspad-usage-')), 'data');
+
+  beforeAll(async () => {
+    counter = createServer((socket) => {
+      connections += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => counter.listen(0, '127.0.0.1', resolve));
+    const { port } = counter.address() as { port: number };
+    env = {
+      DATABASE_URL: `postgres://127.0.0.1:${port}/opspad`,
+      REDIS_URL: `redis://127.0.0.1:${port}`,
+      OPSPAD_URL: `http://127.0.0.1:${port}`,
+      PORT: String(port),
+      OPSPAD_DATA_DIR: dataDir,
+      OPSPAD_API_KEY: 'not-a-key',
+      // Invalid for every command that reads them: a command that read its settings would stop.
+      OPSPAD_LOG_LEVEL: 'loud',
+      OPSPAD_ADMIN_PASSWORD: 'abc',
+      OPSPAD_MAX_ITEMS: 'many',
+    };
+  });
+
+  afterAll(async () => {
+    await new Promise<void>((resolve) => counter.close(() => resolve()));
+    rmSync(join(dataDir, '..'), { recursive: true, force: true });
+  });
+
+  it('knows every command the README lists', () => {
+    expect(COMMANDS.map((words) => words.join(' ')).sort()).toEqual(
+      [
+        '',
+        'start',
+        'worker',
+        'migrate',
+        'keys',
+        'keys create',
+        'keys list',
+        'keys revoke',
+        'webhooks',
+        'webhooks secret',
+        'demo',
+        'ops',
+        'ops watch',
+        'mcp',
+        'tools',
+        'tools print',
+        'openapi',
+        'openapi print',
+      ].sort(),
+    );
+  });
+
+  it('prints the usage of every command on --help and -h, exits 0, reads no setting and opens no connection', {
+    timeout: 120_000,
+  }, async () => {
+    for (const words of COMMANDS) {
+      for (const flag of ['--help', '-h']) {
+        const run = await opspad([...words, flag], env);
+        const name = ['opspad', ...words].join(' ');
+        expect(run, `${name} ${flag}`).toMatchObject({ code: 0, stderr: '' });
+        expect(run.stdout, `${name} ${flag}`).toContain(`Usage: ${name} `);
+      }
+    }
+    // And `opspad keys help create`, the other way to ask.
+    const help = await opspad(['keys', 'help', 'create'], env);
+    expect(help).toMatchObject({ code: 0, stderr: '' });
+    expect(help.stdout).toContain('Usage: opspad keys create --org <name> [--json]');
+    expect(connections).toBe(0);
+    expect(existsSync(dataDir)).toBe(false);
+  });
+
+  it('prints the version on --version and -V', async () => {
+    for (const flag of ['--version', '-V']) {
+      expect(await opspad([flag], env)).toEqual({ code: 0, stdout: `${VERSION}\n`, stderr: '' });
+    }
+  });
+
+  it('refuses an unknown option with exit code 2, naming the command and pointing to its --help', {
+    timeout: 120_000,
+  }, async () => {
+    for (const words of LEAVES) {
+      const name = ['opspad', ...words].join(' ');
+      const run = await opspad([...words, ...(REQUIRED[words.join(' ')] ?? []), '--bogus'], env);
+      expect(run, name).toMatchObject({ code: 2, stdout: '' });
+      expect(run.stderr, name).toMatch(new RegExp(`^${name}: unknown option '--bogus'\\n`));
+      expect(run.stderr, name).toContain(`Run '${name} --help' for more.`);
+    }
+    expect(connections).toBe(0);
+  });
+
+  it('refuses unknown commands, a missing argument and a bad option value with exit code 2, naming the command', async () => {
+    const unknown = await opspad(['strat'], env);
+    expect(unknown).toMatchObject({ code: 2, stdout: '' });
+    expect(unknown.stderr).toContain("opspad: unknown command 'strat'");
+    expect(unknown.stderr).toContain('(Did you mean start?)');
+
+    const unknownSub = await opspad(['keys', 'rotate'], env);
+    expect(unknownSub).toMatchObject({ code: 2, stdout: '' });
+    expect(unknownSub.stderr).toContain("opspad keys: unknown command 'rotate'");
+
+    const missing = await opspad(['keys', 'revoke'], env);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain("opspad keys revoke: missing required argument 'key'");
+    expect(missing.stderr).toContain('Usage: opspad keys revoke <key_id|api_key> [--json]');
+
+    const required = await opspad(['keys', 'create'], env);
+    expect(required.code).toBe(2);
+    expect(required.stderr).toContain("opspad keys create: required option '--org <name>' not specified");
+
+    const items = await opspad(['demo', '--items', '2.5'], env);
+    expect(items.code).toBe(2);
+    expect(items.stderr).toContain(
+      "opspad demo: option '--items <n>' argument '2.5' is invalid. It must be a whole number of 1 or more.",
+    );
+
+    // A command group without its subcommand: its help, on stderr, as a usage error.
+    const group = await opspad(['webhooks'], env);
+    expect(group).toMatchObject({ code: 2, stdout: '' });
+    expect(group.stderr).toContain('Usage: opspad webhooks secret --org <name>');
+    const bare = await opspad([], env);
+    expect(bare).toMatchObject({ code: 2, stdout: '' });
+    expect(bare.stderr).toContain('Usage: opspad <command> [options]');
+    expect(connections).toBe(0);
+  });
+});
+
+describe('each command checks only the settings it reads', () => {
+  const SHORT_PASSWORD = { OPSPAD_ADMIN_PASSWORD: 'abc' };
+
+  it('runs opspad mcp with a 3-character OPSPAD_ADMIN_PASSWORD (it serves no operator page)', async () => {
+    const run = await opspad(['mcp'], { ...SHORT_PASSWORD, OPSPAD_URL: 'http://127.0.0.1:9' });
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).not.toContain('OPSPAD_ADMIN_PASSWORD');
+  });
+
+  it('runs opspad migrate and opspad keys with it too', async () => {
+    const env = { ...SHORT_PASSWORD, DATABASE_URL: inject('databaseUrl'), REDIS_URL: inject('redisUrl') };
+    const migrated = await opspad(['migrate'], env);
+    expect(migrated).toEqual({ code: 0, stdout: 'Migrations applied (postgres).\n', stderr: '' });
+    const listed = await opspad(['keys', 'list', '--org', `usage-${Date.now()}`, '--json'], env);
+    expect(listed).toEqual({ code: 0, stdout: '[]\n', stderr: '' });
+  });
+
+  it('refuses it at opspad start, which serves Bull Board, naming the variable and what to do, before opening anything', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-short-password-'));
+    try {
+      const run = await opspad(['start'], { ...SHORT_PASSWORD, OPSPAD_DATA_DIR: join(dataDir, 'data'), PORT: '0' });
+      expect(run.code).toBe(2);
+      expect(run.stderr).toBe(
+        'opspad start: Invalid configuration:\n  - OPSPAD_ADMIN_PASSWORD: must be at least 8 characters: choose a longer one, or unset it for a random one printed at start\n',
+      );
+      expect(existsSync(join(dataDir, 'data'))).toBe(false);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});

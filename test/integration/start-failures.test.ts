@@ -1,0 +1,182 @@
+/**
+ * A start that fails closes what it opened and says where it failed. Each case runs in a child
+ * process that must end by itself — its event loop empty: no pool, socket, worker, timer or
+ * listening server left behind — with exit code 1 and one line naming the step. The bound on
+ * time is the test's timeout only.
+ *
+ * Real failures through `opspad start` where the outside world can cause them (Redis or Postgres
+ * unreachable, a database user who may not create tables, a handler module that throws while it
+ * loads, the port taken, on Postgres and on the embedded database); every step of createOpspad,
+ * in order, through its test hook (test/fixtures/start-failing-at.mjs).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { START_STEPS } from '../../src/main.ts';
+import { type CommandRun, runNode } from '../helpers/processes.ts';
+
+const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
+const FAILING_AT = fileURLToPath(new URL('../fixtures/start-failing-at.mjs', import.meta.url));
+const THROWING_HANDLER = fileURLToPath(new URL('../fixtures/handler-throws-on-import.mjs', import.meta.url));
+
+/** Runs `node <args>` until it exits by itself. */
+function run(args: readonly string[], env: Record<string, string>): Promise<CommandRun> {
+  return runNode(args, { OPSPAD_LOG_LEVEL: 'warn', ...env });
+}
+
+const prefix = () => `${inject('queuePrefix')}-startfail-${randomBytes(3).toString('hex')}`;
+
+function listenOn(port = 0): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = createServer((socket) => socket.destroy());
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve(server));
+  });
+}
+
+describe('opspad start failing for real', () => {
+  let taken: Server;
+  let takenPort: string;
+  let restricted: { url: string; drop(): Promise<void> };
+
+  beforeAll(async () => {
+    taken = await listenOn();
+    takenPort = String((taken.address() as { port: number }).port);
+    // A database its user may connect to but not create tables in.
+    const name = `opspad_test_nocreate_${randomBytes(4).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: inject('databaseUrl') });
+    await admin.connect();
+    await admin.query(`CREATE ROLE ${name} LOGIN`);
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    const url = new URL(inject('databaseUrl'));
+    url.username = name;
+    url.pathname = `/${name}`;
+    restricted = {
+      url: url.toString(),
+      async drop() {
+        const dropper = new pg.Client({ connectionString: inject('databaseUrl') });
+        await dropper.connect();
+        try {
+          await dropper.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+          await dropper.query(`DROP ROLE IF EXISTS ${name}`);
+        } finally {
+          await dropper.end();
+        }
+      },
+    };
+  });
+
+  afterAll(async () => {
+    await new Promise<void>((resolve) => taken.close(() => resolve()));
+    await restricted.drop();
+  });
+
+  const services = () => ({
+    DATABASE_URL: inject('databaseUrl'),
+    REDIS_URL: inject('redisUrl'),
+    OPSPAD_QUEUE_PREFIX: prefix(),
+    PORT: '0',
+  });
+
+  it('at Redis, when REDIS_URL does not answer', async () => {
+    const failed = await run([BIN, 'start'], { ...services(), REDIS_URL: 'redis://127.0.0.1:1' });
+    expect(failed.code, failed.stderr).toBe(1);
+    expect(failed.stderr).toMatch(
+      /^opspad start failed at Redis: Redis at redis:\/\/127\.0\.0\.1:1\/? is not reachable/,
+    );
+    expect(failed.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('at database, when DATABASE_URL does not answer', async () => {
+    const failed = await run([BIN, 'start'], { ...services(), DATABASE_URL: 'postgres://postgres@127.0.0.1:1/opspad' });
+    expect(failed.code, failed.stderr).toBe(1);
+    expect(failed.stderr).toBe('opspad start failed at database: connect ECONNREFUSED 127.0.0.1:1\n');
+  });
+
+  it('at migrations, when the database user may not create tables', async () => {
+    const failed = await run([BIN, 'start'], { ...services(), DATABASE_URL: restricted.url });
+    expect(failed.code, failed.stderr).toBe(1);
+    expect(failed.stderr).toMatch(
+      /^opspad start failed at migrations: Failed query: CREATE SCHEMA IF NOT EXISTS "drizzle": permission denied for database opspad_test_nocreate_\w+\n$/,
+    );
+  });
+
+  it('at handlers, when a module named in OPSPAD_HANDLERS throws while it loads', async () => {
+    const failed = await run([BIN, 'start'], { ...services(), OPSPAD_HANDLERS: THROWING_HANDLER });
+    expect(failed.code, failed.stderr).toBe(1);
+    expect(failed.stderr).toBe(
+      `opspad start failed at handlers: OPSPAD_HANDLERS: loading ${THROWING_HANDLER} failed: the SMS client needs SMS_API_TOKEN\n`,
+    );
+  });
+
+  it('at HTTP server, when the port is taken (Postgres and Redis)', async () => {
+    const failed = await run([BIN, 'start'], { ...services(), PORT: takenPort });
+    expect(failed.code, failed.stderr).toBe(1);
+    expect(failed.stderr).toBe(
+      `opspad start failed at HTTP server: listen EADDRINUSE: address already in use 127.0.0.1:${takenPort}\n`,
+    );
+  });
+
+  it('at HTTP server on the embedded database, closing PGlite, its queue and the control socket', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-startfail-'));
+    try {
+      const failed = await run([BIN, 'start'], { OPSPAD_DATA_DIR: dataDir, PORT: takenPort });
+      expect(failed.code, failed.stderr).toBe(1);
+      expect(failed.stderr).toBe(
+        `opspad start failed at HTTP server: listen EADDRINUSE: address already in use 127.0.0.1:${takenPort}\n`,
+      );
+      // The control socket went with it: the next start is not told another process holds the database.
+      expect(readdirSync(dataDir)).not.toContain('control.sock');
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('createOpspad failing at each of its steps', () => {
+  it('names the steps in the order they run', () => {
+    expect(START_STEPS).toEqual([
+      'handlers',
+      'database',
+      'migrations',
+      'tracing',
+      'queue backend',
+      'queues',
+      'HTTP server',
+      'metrics server',
+      'reorganize worker',
+      'reorganize schedule',
+      'workers',
+      'reconciler',
+    ]);
+  });
+
+  for (const queue of ['redis', 'postgres'] as const) {
+    it(`rejects naming each step and leaves nothing open, the jobs in ${queue === 'redis' ? 'Redis' : 'Postgres'}`, {
+      timeout: 240_000,
+    }, async () => {
+      const env = {
+        DATABASE_URL: inject('databaseUrl'),
+        ...(queue === 'redis' ? { REDIS_URL: inject('redisUrl') } : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
+        OPSPAD_QUEUE_PREFIX: prefix(),
+        PORT: '0',
+        // A metrics port of its own, so the metrics server's step runs (and fails) too.
+        OPSPAD_METRICS_PORT: '0',
+      };
+      for (const step of START_STEPS) {
+        const failed = await run([FAILING_AT, step], env);
+        expect(failed, step).toMatchObject({
+          code: 1,
+          stdout: '',
+          stderr: `StartFailedError: opspad start failed at ${step}: injected failure\n`,
+        });
+      }
+    });
+  }
+});
