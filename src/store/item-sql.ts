@@ -18,6 +18,7 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ItemStatus } from '../domain/operation.ts';
 import type { Queryable, Transaction } from './db.ts';
+import { allFailures, orderedFailures } from './failure-sql.ts';
 
 /**
  * Rows per INSERT when COPY is not available (PGlite). PGlite runs in this thread: each INSERT
@@ -77,15 +78,15 @@ export async function insertItems(
 }
 
 /**
- * Copies the failed items of `sourceId` into `targetId` as pending rows, in order. Only a failure
- * sets `reason`: the condition on it is what lets the planner use the failures' partial index.
+ * Copies the failed items of `sourceId` into `targetId` as pending rows, in order, kept failures
+ * included: a pruned operation whose failures were all kept is retried whole.
  */
 export async function copyFailedItems(tx: Queryable, sourceId: string, targetId: string): Promise<number> {
   const rows = await tx.query<{ n: number }>(
     `WITH inserted AS (
        INSERT INTO assistant_operation_item (operation_id, ordinal, item_id)
        SELECT $2, (row_number() OVER (ORDER BY ordinal) - 1)::int, item_id
-       FROM assistant_operation_item WHERE operation_id = $1 AND status = 'failed' AND reason IS NOT NULL
+       FROM ${allFailures('$1')} failure
        RETURNING 1)
      SELECT count(*)::int AS n FROM inserted`,
     [sourceId, targetId],
@@ -402,7 +403,10 @@ export interface FailureRow {
   reason: string | null;
 }
 
-/** A page of failed items after `afterOrdinal`, in order (keyset pagination). */
+/**
+ * A page of failed items after `afterOrdinal`, in order (keyset pagination), kept failures of a
+ * pruned operation included.
+ */
 export async function failuresPage(
   tx: Queryable,
   operationId: string,
@@ -410,9 +414,7 @@ export async function failuresPage(
   limit: number,
 ): Promise<FailureRow[]> {
   return tx.query<FailureRow>(
-    `SELECT ordinal, item_id, reason FROM assistant_operation_item
-     WHERE operation_id = $1 AND status = 'failed' AND reason IS NOT NULL AND ordinal > $2
-     ORDER BY ordinal LIMIT $3`,
+    `SELECT ordinal, item_id, reason FROM ${orderedFailures({ operation: '$1', after: '$2', limit: '$3' })} page`,
     [operationId, afterOrdinal, limit],
   );
 }

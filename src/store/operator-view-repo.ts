@@ -22,6 +22,7 @@ import type { OperationStatus } from '../domain/operation.ts';
 import type { PrunedFailures } from '../domain/retention.ts';
 import type { Queryable } from './db.ts';
 import type { OperationEvent } from './event-repo.ts';
+import { allFailures, orderedFailures } from './failure-sql.ts';
 import { IN_FLIGHT_COLUMN } from './item-sql.ts';
 
 /** How far back the pace looks. */
@@ -95,9 +96,8 @@ const ROW_LATERALS = `LEFT JOIN LATERAL (
           ORDER BY ev.id DESC LIMIT ${PACE_EVENTS}) e
   ) pace ON true
   LEFT JOIN LATERAL (
-    SELECT i.item_id, i.reason FROM assistant_operation_item i
-    WHERE i.operation_id = o.id AND i.status = 'failed' AND i.reason IS NOT NULL AND o.failed_count > 0
-    ORDER BY i.ordinal DESC LIMIT 1
+    SELECT f.item_id, f.reason FROM ${orderedFailures({ operation: 'o.id', limit: '1', descending: true })} f
+    WHERE o.failed_count > 0
   ) last_failure ON true`;
 
 export interface OperatorListFilter {
@@ -134,7 +134,9 @@ function filterClause(filter: OperatorListFilter, first: number): { sql: string;
       AND (${n(3)}::text IS NULL
            OR (${n(4)}::uuid IS NOT NULL AND ${n(4)}::uuid IN (o.id, o.conversation_id, o.organization_id))
            OR g.name ILIKE ${n(5)}
-           OR EXISTS (SELECT 1 FROM assistant_operation_item si WHERE si.operation_id = o.id AND si.item_id = ${n(3)}))`,
+           OR EXISTS (SELECT 1 FROM assistant_operation_item si WHERE si.operation_id = o.id AND si.item_id = ${n(3)})
+           OR EXISTS (SELECT 1 FROM assistant_operation_kept_failure sk
+                      WHERE sk.operation_id = o.id AND sk.item_id = ${n(3)}))`,
     params: [
       filter.organizationName || null,
       filter.status ?? null,
@@ -281,7 +283,7 @@ export async function failureGroups(
     `/* operator view: failure reasons */
      WITH grouped AS (
        SELECT reason, count(*)::int AS count, min(ordinal) AS first_ordinal
-       FROM assistant_operation_item WHERE operation_id = $1 AND status = 'failed' AND reason IS NOT NULL
+       FROM ${allFailures('$1')} failure
        GROUP BY reason
      ), page AS (
        SELECT g.*, count(*) OVER ()::int AS total_groups FROM grouped g
@@ -290,10 +292,9 @@ export async function failureGroups(
      SELECT p.reason, p.count, p.total_groups, ex.examples
      FROM page p CROSS JOIN LATERAL (
        SELECT coalesce(array_agg(x.item_id ORDER BY x.ordinal), '{}') AS examples FROM (
-         SELECT i.item_id, i.ordinal FROM assistant_operation_item i
-         WHERE i.operation_id = $1 AND i.status = 'failed' AND i.reason IS NOT NULL AND i.ordinal >= p.first_ordinal
-           AND i.reason IS NOT DISTINCT FROM p.reason
-         ORDER BY i.ordinal LIMIT ${GROUP_EXAMPLES}) x
+         SELECT f.item_id, f.ordinal FROM ${allFailures('$1')} f
+         WHERE f.ordinal >= p.first_ordinal AND f.reason = p.reason
+         ORDER BY f.ordinal LIMIT ${GROUP_EXAMPLES}) x
      ) ex
      ORDER BY p.count DESC, p.first_ordinal`,
     [operationId, page.limit, page.offset],
@@ -302,8 +303,7 @@ export async function failureGroups(
     // Past the last page: say how many groups there are all the same.
     const counted = await db.query<{ n: number }>(
       `/* operator view: failure reason count */
-       SELECT count(*)::int AS n FROM (SELECT DISTINCT reason FROM assistant_operation_item
-                                       WHERE operation_id = $1 AND status = 'failed' AND reason IS NOT NULL) d`,
+       SELECT count(*)::int AS n FROM (SELECT DISTINCT reason FROM ${allFailures('$1')} failure) d`,
       [operationId],
     );
     return { groups: [], totalGroups: Number(counted[0]?.n ?? 0) };
@@ -366,6 +366,9 @@ export async function getOperatorItem(
   const rows = await db.query<OperatorItem>(
     `/* operator view: item */
      SELECT item_id, ordinal, status, attempts, reason, updated_at FROM assistant_operation_item
+     WHERE operation_id = $1 AND item_id = $2
+     UNION ALL
+     SELECT item_id, ordinal, 'failed', attempts, reason, updated_at FROM assistant_operation_kept_failure
      WHERE operation_id = $1 AND item_id = $2`,
     [operationId, itemId],
   );

@@ -18,12 +18,13 @@
  * it does not block; only an action on that same finished operation (a `retry_failed`) may wait
  * for it, for one step. Pad versions are deleted below the newest ones kept, never the pad.
  *
- * The SQL names the item table's columns in two places only (deleteItemRange and
- * firstPrunedFailure), so a change of the item table's layout changes those two.
+ * The SQL names the item table's columns in one place only (deleteItemRange; firstPrunedFailure
+ * reads store/failure-sql.ts), so a change of the item table's layout changes that one.
  */
 import type { OperationState } from '../domain/operation.ts';
 import type { PrunedFailures } from '../domain/retention.ts';
 import type { Queryable } from './db.ts';
+import { orderedFailures } from './failure-sql.ts';
 
 const FINISHED = `status IN ('completed', 'cancelled')`;
 /** The largest bigint: the upper end of "every id" in a row comparison. */
@@ -79,14 +80,13 @@ export async function lockFinishedOperation(
 
 /**
  * The ordinal of the first failure past the `keep` kept ones (null when there are no more):
- * failure rows from it on are deleted, the ones before it stay. O(keep), through the partial
- * index of failed items. On a run that resumes, the kept failures are all still there, so the
- * answer is the same.
+ * failure rows from it on are deleted, the ones before it kept. O(keep) (store/failure-sql.ts).
+ * On a run that resumes, the failures kept so far have moved to the kept table, which this reads
+ * too, so the answer is the same.
  */
 export async function firstPrunedFailure(db: Queryable, operationId: string, keep: number): Promise<number | null> {
   const rows = await db.query<{ ordinal: number }>(
-    `SELECT ordinal FROM assistant_operation_item
-     WHERE operation_id = $1 AND status = 'failed' AND reason IS NOT NULL ORDER BY ordinal OFFSET $2 LIMIT 1`,
+    `SELECT ordinal FROM ${orderedFailures({ operation: '$1', offset: '$2::int', limit: '1' })} past`,
     [operationId, keep],
   );
   return rows[0]?.ordinal ?? null;
@@ -99,9 +99,10 @@ export interface DeletedItems {
 }
 
 /**
- * Deletes the items with ordinals in [from, to) but the kept failures (those before
- * `firstPrunedFailure`), and says what went, by status and reason. A range of the primary key
- * (operation_id, ordinal): O(to - from).
+ * Deletes the items with ordinals in [from, to), moves the kept failures among them (those
+ * before `firstPrunedFailure`) into assistant_operation_kept_failure, and says what went for
+ * good, by status and reason. A range of the primary key (operation_id, ordinal): O(to - from).
+ * Every row of the range leaves the item table, so its index pages empty out and are freed.
  */
 export async function deleteItemRange(
   tx: Queryable,
@@ -114,9 +115,12 @@ export async function deleteItemRange(
     `WITH gone AS (
        DELETE FROM assistant_operation_item
        WHERE operation_id = $1 AND ordinal >= $2 AND ordinal < $3
-         AND (status <> 'failed' OR ordinal >= $4)
-       RETURNING status, reason)
-     SELECT status, reason, count(*)::int AS n FROM gone GROUP BY status, reason`,
+       RETURNING ordinal, item_id, status, attempts, reason, updated_at,
+                 status = 'failed' AND reason IS NOT NULL AND ordinal < $4 AS kept),
+     moved AS (
+       INSERT INTO assistant_operation_kept_failure (operation_id, ordinal, item_id, attempts, reason, updated_at)
+       SELECT $1, ordinal, item_id, attempts, reason, updated_at FROM gone WHERE kept)
+     SELECT status, reason, count(*)::int AS n FROM gone WHERE NOT kept GROUP BY status, reason`,
     [operationId, from, to, firstPrunedFailureOrdinal ?? 2_147_483_647],
   );
 }

@@ -181,6 +181,32 @@ export const assistantOperationItem = pgTable(
 );
 
 /**
+ * The failures retention keeps of a finished operation (the first OPSPAD_RETENTION_FAILURES, by
+ * item order), moved out of assistant_operation_item when its rows are pruned: left there, a few
+ * kept rows spread over the operation's ordinals would hold every page of its range of the item
+ * indexes, and those pages could not be freed for other operations. Reads merge the item
+ * table's failed rows and these in one ordinal order (src/store/failure-sql.ts).
+ */
+export const assistantOperationKeptFailure = pgTable(
+  'assistant_operation_kept_failure',
+  {
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+    ordinal: integer('ordinal').notNull(),
+    itemId: varchar('item_id', { length: 512 }).notNull(),
+    attempts: integer('attempts').notNull(),
+    reason: text('reason').notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }),
+  },
+  (t) => [
+    primaryKey({ columns: [t.operationId, t.ordinal], name: 'pk_assistant_operation_kept_failure' }),
+    // The operator view finds an item by its id.
+    index('idx_assistant_operation_kept_failure_item').on(t.operationId, t.itemId),
+  ],
+);
+
+/**
  * The leases in force, one row per batch: what the owner holds (`ordinals`), how many of them it
  * still holds (`remaining`: the operation's in-flight count is the sum), and until when. A
  * handful of rows per operation whatever its size, so renewing a batch, counting what is in

@@ -7,16 +7,17 @@
  *   and its completed and failed rows its counters (one statement, one snapshot), at every check;
  * - what finished lost nothing that counts: each operation's counters add up to its total, every
  *   item's side effect happened, and it keeps its first OPSPAD_RETENTION_FAILURES failures;
- * - storage stays flat: the item and event tables end with the live rows plus the kept failures,
- *   and their size on disk (pg_total_relation_size) at the end is within a margin of their size
- *   halfway, while about twice the items went through.
+ * - storage stays flat: the item table ends with the live rows alone (the kept failures in a
+ *   table of their own, which grows by OPSPAD_RETENTION_FAILURES rows per operation), and the item
+ *   and event tables' size on disk (pg_total_relation_size: heap and indexes) at the end is within
+ *   a margin of their size halfway, while about twice the items went through.
  *
  * On disk, space freed by deletes is reused once VACUUM has passed; production runs autovacuum,
  * this machine's Postgres runs with autovacuum off, so the soak runs VACUUM on the two tables
  * as an eager autovacuum would (at every check, and twice before each size is read).
  *
  * Prints one line: `SOAK retention operations=… items=… live_audits=… rows_end=… items_halfway=…
- * item_mb=<halfway>->... event_mb=… seconds=…`.
+ * item_mb=<halfway>->… item_heap_mb=… event_mb=… kept_failures_mb=… seconds=…`.
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -45,8 +46,6 @@ const RETENTION = {
  * the item table would roughly double over the second half.
  */
 const SIZE_MARGIN = 1.5;
-/** The item table with its indexes, end against halfway (see the assertion). */
-const INDEX_MARGIN = 2;
 
 const cleanups: (() => Promise<void>)[] = [];
 afterEach(async () => {
@@ -106,15 +105,16 @@ describe('retention soak (postgres, two worker processes)', () => {
    * Item and event tables on disk (files never shrink: this is their high-water mark). Two
    * VACUUMs first: an index page emptied by one is free for reuse after the next.
    */
-  async function sizes(): Promise<{ item: number; itemHeap: number; event: number }> {
+  async function sizes(): Promise<{ item: number; itemHeap: number; event: number; kept: number }> {
     await vacuum();
     await vacuum();
-    const [row] = await query<{ item: number; itemHeap: number; event: number }>(
+    const [row] = await query<{ item: number; itemHeap: number; event: number; kept: number }>(
       `SELECT pg_total_relation_size('assistant_operation_item')::float8 AS item,
               pg_relation_size('assistant_operation_item')::float8 AS "itemHeap",
-              pg_total_relation_size('operation_event')::float8 AS event`,
+              pg_total_relation_size('operation_event')::float8 AS event,
+              pg_total_relation_size('assistant_operation_kept_failure')::float8 AS kept`,
     );
-    return row as { item: number; itemHeap: number; event: number };
+    return row as { item: number; itemHeap: number; event: number; kept: number };
   }
 
   it('keeps the item and event tables flat while operations are created and finished, and no live operation loses a row', async () => {
@@ -176,7 +176,7 @@ describe('retention soak (postgres, two worker processes)', () => {
     const loading = () => Date.now() - loadStarted < LOAD_MS;
     const finished: { id: string; sidefxKey: string }[] = [];
     let audits = 0;
-    let checkpoint: { item: number; itemHeap: number; event: number } | undefined;
+    let checkpoint: Awaited<ReturnType<typeof sizes>> | undefined;
     let checkpointItems = 0;
     const runOne = async () => {
       const sidefxKey = testKey('soak');
@@ -222,14 +222,23 @@ describe('retention soak (postgres, two worker processes)', () => {
     const live = await auditLive();
     expect(live.map((o) => o.id).sort()).toEqual([assistantId, pausedId].sort());
 
-    // Everything finished has been pruned to its kept failures, and the live rows are all there.
-    const expectedRows = 2000 + 5000 + finished.length * FAILURES_KEPT;
+    // Everything finished has been pruned: the item table holds the live rows alone, and the
+    // kept failures have moved to their own table.
+    const expectedRows = 2000 + 5000;
+    const expectedKept = finished.length * FAILURES_KEPT;
     const rowsEnd = await eventually(
       async () => {
-        const [row] = await query<{ n: number }>('SELECT count(*)::int AS n FROM assistant_operation_item');
-        return row?.n === expectedRows ? row.n : undefined;
+        const [row] = await query<{ n: number; kept: number }>(
+          `SELECT (SELECT count(*)::int FROM assistant_operation_item) AS n,
+                  (SELECT count(*)::int FROM assistant_operation_kept_failure) AS kept`,
+        );
+        return row?.n === expectedRows && row.kept === expectedKept ? row.n : undefined;
       },
-      { timeoutMs: 30_000, intervalMs: 200, what: `retention to catch up (${expectedRows} item rows)` },
+      {
+        timeoutMs: 30_000,
+        intervalMs: 200,
+        what: `retention to catch up (${expectedRows} item rows, ${expectedKept} kept failures)`,
+      },
     );
     // And their batch events (the next stage of the same runs).
     await eventually(
@@ -248,7 +257,7 @@ describe('retention soak (postgres, two worker processes)', () => {
     for (const { id, sidefxKey } of finished) {
       const [op] = await query<{ completed_count: number; failed_count: number; kept: number }>(
         `SELECT completed_count, failed_count,
-           (SELECT count(*)::int FROM assistant_operation_item WHERE operation_id = $1) AS kept
+           (SELECT count(*)::int FROM assistant_operation_kept_failure WHERE operation_id = $1) AS kept
          FROM assistant_operation WHERE id = $1`,
         [id],
       );
@@ -274,18 +283,15 @@ describe('retention soak (postgres, two worker processes)', () => {
     const mid = checkpoint as NonNullable<typeof checkpoint>;
     expect(mid, 'the sizes halfway through').toBeDefined();
     expect(items, 'items through by the end').toBeGreaterThanOrEqual(1.8 * checkpointItems);
-    // The rows' own pages are reused: the heap stays flat.
+    // The rows' own pages are reused: the heap stays flat, and so do the indexes (a pruned
+    // operation leaves no entry in them: its kept failures are in a table of their own).
     expect(end.itemHeap).toBeLessThanOrEqual(mid.itemHeap * SIZE_MARGIN);
-    // The indexes settle later: an operation's kept failures are spread over its ordinals, so the
-    // primary key's pages of a pruned operation keep an entry or two and are not freed; they are
-    // refilled only as new operations' random ids land in their key range. Within this run that
-    // leaves the whole table at most twice its halfway size (it grew 1.1-1.9x in runs here).
-    expect(end.item).toBeLessThanOrEqual(mid.item * INDEX_MARGIN);
+    expect(end.item).toBeLessThanOrEqual(mid.item * SIZE_MARGIN);
     // The event table is a few hundred kilobytes: a few pages more are within the margin too.
     expect(end.event).toBeLessThanOrEqual(Math.max(mid.event * SIZE_MARGIN, mid.event + 256 * 1024));
     const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
     process.stdout.write(
-      `SOAK retention operations=${finished.length} items=${items} live_audits=${audits} rows_end=${rowsEnd} items_halfway=${checkpointItems} item_mb=${mb(mid.item)}->${mb(end.item)} item_heap_mb=${mb(mid.itemHeap)}->${mb(end.itemHeap)} event_mb=${mb(mid.event)}->${mb(end.event)} seconds=${((Date.now() - started) / 1000).toFixed(1)}\n`,
+      `SOAK retention operations=${finished.length} items=${items} live_audits=${audits} rows_end=${rowsEnd} items_halfway=${checkpointItems} item_mb=${mb(mid.item)}->${mb(end.item)} item_heap_mb=${mb(mid.itemHeap)}->${mb(end.itemHeap)} event_mb=${mb(mid.event)}->${mb(end.event)} kept_failures_mb=${mb(mid.kept)}->${mb(end.kept)} seconds=${((Date.now() - started) / 1000).toFixed(1)}\n`,
     );
   });
 });

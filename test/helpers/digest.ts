@@ -23,6 +23,10 @@ const TABLES: Record<string, { owner: string; join?: string }> = {
     owner: 'o.organization_id',
     join: 'LEFT JOIN assistant_operation o ON o.id = t.operation_id',
   },
+  assistant_operation_kept_failure: {
+    owner: 'o.organization_id',
+    join: 'LEFT JOIN assistant_operation o ON o.id = t.operation_id',
+  },
   assistant_operation_lease: {
     owner: 'o.organization_id',
     join: 'LEFT JOIN assistant_operation o ON o.id = t.operation_id',

@@ -8,42 +8,20 @@
  * holds; and the composite foreign keys cascade.
  */
 import { randomUUID } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { rmSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createOperation,
-  createPgliteDatabase,
-  createPostgresDatabase,
   getPad,
   listOpenOperations,
   listPadVersions,
-  MIGRATIONS_FOLDER,
   type OpspadDatabase,
   runMigrations,
 } from '../../src/store/index.ts';
-import { ENGINES, type Engine } from '../helpers/harness.ts';
+import { ENGINES } from '../helpers/harness.ts';
+import { migrationsBefore, openEmptyDatabase } from '../helpers/upgrade.ts';
 
 const UPGRADE = /^\d{4}_conversation_per_organization$/;
-
-/** A migrations folder holding opspad's migrations before the one whose tag matches `upgrade`. */
-function migrationsBefore(upgrade: RegExp): string {
-  const journal = JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, 'meta/_journal.json'), 'utf8')) as {
-    entries: { tag: string }[];
-  };
-  const index = journal.entries.findIndex((entry) => upgrade.test(entry.tag));
-  expect(index, `${upgrade} is in the journal`).toBeGreaterThan(0);
-  const entries = journal.entries.slice(0, index);
-  const folder = mkdtempSync(join(tmpdir(), 'opspad-migrations-'));
-  mkdirSync(join(folder, 'meta'));
-  writeFileSync(join(folder, 'meta/_journal.json'), JSON.stringify({ ...journal, entries }));
-  for (const { tag } of entries) {
-    copyFileSync(join(MIGRATIONS_FOLDER, `${tag}.sql`), join(folder, `${tag}.sql`));
-  }
-  return folder;
-}
 
 interface Ids {
   orgA: string;
@@ -131,28 +109,6 @@ async function fillPreviousSchema(db: OpspadDatabase): Promise<Ids> {
     [ids.shared, ids.orgA],
   );
   return ids;
-}
-
-async function openEmptyDatabase(engine: Engine): Promise<{ db: OpspadDatabase; drop: () => Promise<void> }> {
-  if (engine === 'pglite') {
-    const db = await createPgliteDatabase();
-    return { db, drop: () => db.close() };
-  }
-  const url = new URL(inject('databaseUrl'));
-  const name = `opspad_upgrade_${randomUUID().slice(0, 8)}`;
-  const admin = new pg.Client({ connectionString: url.toString() });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  url.pathname = `/${name}`;
-  const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 2 });
-  return {
-    db,
-    drop: async () => {
-      await db.close();
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await admin.end();
-    },
-  };
 }
 
 describe.each(ENGINES)('upgrading to conversations per organization on %s', (engine) => {

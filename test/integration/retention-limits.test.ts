@@ -195,6 +195,9 @@ describe('retention limits of traces, renders, events and pad versions (postgres
   it('works in steps of at most OPSPAD_RETENTION_BATCH rows; a run cut short resumes where it stopped', async () => {
     const conversation = randomUUID();
     const itemIds = ids(1000);
+    // Every tenth item fails (100 failures); 15 are kept, all within the first 300 items, so the
+    // run cut short after 300 has moved them all and the resumed run must keep no more.
+    const failed = itemIds.filter((_, i) => i % 10 === 9);
     const created = await tenant.op(conversation, {
       action: 'create',
       operation_type: 'manual',
@@ -202,21 +205,30 @@ describe('retention limits of traces, renders, events and pad versions (postgres
       item_ids: itemIds,
     });
     const operationId = created.body.operation_id as string;
-    await tenant.op(conversation, { action: 'update', operation_id: operationId, completed_ids: itemIds });
+    await tenant.op(conversation, {
+      action: 'update',
+      operation_id: operationId,
+      completed_ids: itemIds.filter((_, i) => i % 10 !== 9),
+      failed: failed.map((id) => ({ id, reason: 'no phone' })),
+    });
     await tenant.op(conversation, { action: 'complete', operation_id: operationId });
     await harness.db.query(`UPDATE assistant_operation SET updated_at = now() - interval '2 hours' WHERE id = $1`, [
       operationId,
     ]);
-    const rows = async () =>
+    const count = async (table: string) =>
       (
-        await harness.db.query<{ n: number }>(
-          'SELECT count(*)::int AS n FROM assistant_operation_item WHERE operation_id = $1',
-          [operationId],
-        )
+        await harness.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table} WHERE operation_id = $1`, [
+          operationId,
+        ])
       )[0]?.n;
-    const policy = retentionPolicy(loadConfig({ ...ENV, OPSPAD_RETENTION_BATCH: '100' }));
+    const rows = () => count('assistant_operation_item');
+    const kept = () => count('assistant_operation_kept_failure');
+    const policy = retentionPolicy(
+      loadConfig({ ...ENV, OPSPAD_RETENTION_BATCH: '100', OPSPAD_RETENTION_FAILURES: '15' }),
+    );
 
-    // Stopped (as on shutdown) after its third step: 300 rows gone, the progress kept.
+    // Stopped (as on shutdown) after its third step: 300 rows gone from the item table (15 of them
+    // failures moved to the kept ones: 10 in the first 100 rows, 5 in the next), the progress kept.
     const stop = new AbortController();
     const steps: number[] = [];
     const first = await runRetention(harness.db, {
@@ -232,10 +244,11 @@ describe('retention limits of traces, renders, events and pad versions (postgres
       },
     });
     expect(first.caughtUp).toBe(false);
-    expect(steps).toEqual([100, 100, 100]);
+    expect(steps).toEqual([90, 95, 100]);
     expect(await rows()).toBe(700);
+    expect(await kept()).toBe(15);
     const midway = await tenant.op(conversation, { action: 'get', operation_id: operationId });
-    expect(midway.body).toMatchObject({ completed_count: 1000, items_pruned: { at: null } });
+    expect(midway.body).toMatchObject({ completed_count: 900, items_pruned: { at: null } });
 
     const second = await runRetention(harness.db, {
       policy,
@@ -246,10 +259,21 @@ describe('retention limits of traces, renders, events and pad versions (postgres
       },
     });
     expect(second.caughtUp).toBe(true);
-    expect(steps).toEqual(Array(10).fill(100));
+    expect(steps).toEqual([90, 95, ...Array(8).fill(100)]);
     expect(await rows()).toBe(0);
+    expect(await kept()).toBe(15);
     const done = await tenant.op(conversation, { action: 'get', operation_id: operationId });
-    expect(done.body).toMatchObject({ completed_count: 1000, items_pruned: { failures_kept: 0, failures_pruned: 0 } });
+    expect(done.body).toMatchObject({
+      completed_count: 900,
+      failed_count: 100,
+      items_pruned: {
+        failures_kept: 15,
+        failures_pruned: 85,
+        pruned_failure_reasons: [{ reason: 'no phone', count: 85 }],
+      },
+    });
+    // The kept failures are still the operation's failures page, in item order.
+    expect((done.body.failures as { id: string }[]).map((f) => f.id)).toEqual(failed.slice(0, 15));
     expect(Date.parse((done.body.items_pruned as { at: string }).at)).not.toBeNaN();
   });
 });

@@ -12,12 +12,14 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BULK_EVENT_KINDS } from '../../src/domain/retention.ts';
 import type { Queryable } from '../../src/store/db.ts';
+import { failuresPage } from '../../src/store/item-sql.ts';
 import {
   AGED_TABLES,
   deleteEventRange,
   deleteItemRange,
   endedExecutionsDue,
   finishedOperationsDue,
+  firstPrunedFailure,
   padsOverVersionLimit,
   scanAfter,
 } from '../../src/store/retention-sql.ts';
@@ -112,8 +114,15 @@ describe('the cost of retention’s statements (postgres)', () => {
     operationId = created.body.operation_id as string;
     const db = harness.db;
     const org = tenant.organizationId;
-    // The operation, finished two hours ago with every item recorded, and its batch events.
-    await db.query(`UPDATE assistant_operation_item SET status = 'completed' WHERE operation_id = $1`, [operationId]);
+    // The operation, finished two hours ago with every item recorded (every other one of its
+    // first half failed), and its batch events.
+    await db.query(
+      `UPDATE assistant_operation_item
+       SET status = CASE WHEN ordinal < $2 AND ordinal % 2 = 1 THEN 'failed' ELSE 'completed' END,
+           reason = CASE WHEN ordinal < $2 AND ordinal % 2 = 1 THEN 'no phone' END
+       WHERE operation_id = $1`,
+      [operationId, ITEMS / 2],
+    );
     await db.query(
       `UPDATE assistant_operation SET status = 'completed', completed_count = total_items,
          updated_at = now() - interval '2 hours' WHERE id = $1`,
@@ -141,6 +150,12 @@ describe('the cost of retention’s statements (postgres)', () => {
          jsonb_build_object('items_pruned_at', now(), 'events_pruned_at', now()), now() - interval '3 hours'
        FROM generate_series(1, ${VISITED})`,
       [conversation, org],
+    );
+    // The pruned operations' kept failures: a few each.
+    await db.query(
+      `INSERT INTO assistant_operation_kept_failure (operation_id, ordinal, item_id, attempts, reason)
+       SELECT o.id, k, 'item-' || k, 1, 'no phone' FROM assistant_operation o, generate_series(0, 2) k
+       WHERE o.state_json ? 'items_pruned_at'`,
     );
     await db.query(
       `INSERT INTO assistant_execution (conversation_id, organization_id, status, ended_at, traces_pruned_at)
@@ -205,6 +220,26 @@ describe('the cost of retention’s statements (postgres)', () => {
     expect(events.nodes.join(' | ')).toMatch(/Index Scan (on operation_event )?using idx_operation_event_operation/);
     measured.events_pages_per_row = (events.pages / BATCH).toFixed(2);
     expect(events.pages / BATCH).toBeLessThan(PAGES_PER_ROW);
+  });
+
+  it('reads an operation’s failures in order from both tables, touching pages in proportion to the rows read', async () => {
+    // 25,000 failures: a page of 50 of them, and the first failure past 100 kept, each read as
+    // two ordered index ranges merged (a UNION ALL view sorted all 25,000 instead).
+    const reads = {
+      failures_page: await explain((q) => failuresPage(q, operationId, 20_001, 50)),
+      first_pruned_failure: await explain((q) => firstPrunedFailure(q, operationId, 100)),
+    };
+    for (const [name, read] of Object.entries(reads)) {
+      const nodes = read.nodes.join(' | ');
+      expect(nodes, name).toMatch(/Merge Append/);
+      expect(nodes, name).toMatch(/Index Scan on assistant_operation_item using idx_assistant_operation_item_failure/);
+      expect(nodes, name).toMatch(
+        /Index (Only )?Scan on assistant_operation_kept_failure using pk_assistant_operation_kept_failure/,
+      );
+      expect(nodes, name).not.toMatch(/Sort|Seq Scan/);
+      measured[`${name}_pages`] = String(read.pages);
+      expect(read.pages, name).toBeLessThan(101 * PAGES_PER_ROW);
+    }
   });
 
   it('scans an append-only table from its watermark, by primary key', async () => {

@@ -89,6 +89,13 @@ function helpers(harness: Harness, tenant: Tenant) {
         [operationId],
       );
     },
+    /** The failures retention kept, moved out of the item table. */
+    async keptFailures(operationId: string): Promise<{ item_id: string; reason: string }[]> {
+      return db.query(
+        'SELECT item_id, reason FROM assistant_operation_kept_failure WHERE operation_id = $1 ORDER BY ordinal',
+        [operationId],
+      );
+    },
     async operationRow(operationId: string): Promise<OperationRow | undefined> {
       const rows = await db.query<OperationRow>(
         'SELECT status, total_items, completed_count, failed_count FROM assistant_operation WHERE id = $1',
@@ -167,16 +174,22 @@ describe.each(ENGINES)('retention of finished operations (%s)', (engine) => {
     expect(report.caughtUp).toBe(true);
 
     expect(await h.operationRow(old.operationId)).toEqual(before);
-    expect(await h.itemRows(old.operationId)).toEqual([
-      { item_id: 'contact-3', status: 'failed', reason: 'no phone' },
-      { item_id: 'contact-20', status: 'failed', reason: 'no phone' },
-      { item_id: 'contact-41', status: 'failed', reason: 'opted out' },
+    // No row of a pruned operation is left in the item table (none pins its index pages): the
+    // kept failures moved to a table of their own.
+    for (const op of [old, cancelled, fewFailures]) {
+      expect(await h.itemRows(op.operationId)).toEqual([]);
+    }
+    expect(await h.keptFailures(old.operationId)).toEqual([
+      { item_id: 'contact-3', reason: 'no phone' },
+      { item_id: 'contact-20', reason: 'no phone' },
+      { item_id: 'contact-41', reason: 'opted out' },
     ]);
-    expect(await h.itemRows(cancelled.operationId)).toEqual([]);
+    expect(await h.keptFailures(cancelled.operationId)).toEqual([]);
     expect(await h.itemRows(recent.operationId)).toHaveLength(20);
-    expect(await h.itemRows(fewFailures.operationId)).toEqual([
-      { item_id: 'contact-2', status: 'failed', reason: 'bounced' },
-      { item_id: 'contact-9', status: 'failed', reason: 'bounced' },
+    expect(await h.keptFailures(recent.operationId)).toEqual([]);
+    expect(await h.keptFailures(fewFailures.operationId)).toEqual([
+      { item_id: 'contact-2', reason: 'bounced' },
+      { item_id: 'contact-9', reason: 'bounced' },
     ]);
 
     // get: exact counts, the failures kept, the others counted by reason, and "items pruned".
@@ -226,6 +239,18 @@ describe.each(ENGINES)('retention of finished operations (%s)', (engine) => {
     expect(oldPage).toMatch(/no phone<\/td><td class="group-count">5</);
     expect(oldPage).toMatch(/opted out<\/td><td class="group-count">2</);
     expect(await adminPage(recent.operationId)).not.toContain('Items pruned');
+    // The kept failures, read from their own table: grouped with examples, found by item id
+    // (detail and search).
+    expect(oldPage).toMatch(
+      /no phone<\/td><td class="group-count">2<\/td><td><a class="id" href="[^"]+\?item=contact-3">/,
+    );
+    expect(await adminPage(`${old.operationId}?item=contact-20`)).toMatch(
+      /<td class="id">contact-20<\/td><td>#\d+<\/td><td>failed<\/td><td>\d+<\/td><td class="reason">no phone<\/td>/,
+    );
+    const found = await fetch(`${harness.url}/admin/operations?q=contact-41`, {
+      headers: { authorization: harness.adminAuthorization },
+    });
+    expect(await found.text()).toContain(`data-operation-id="${old.operationId}"`);
 
     // progress: the counts, no batch, and why there is no item-level data.
     const progress = await tenant.op(old.conversation, { action: 'progress', operation_id: old.operationId });

@@ -53,6 +53,7 @@ describe.each(ENGINES)('the store on %s', (engine) => {
       'assistant_execution',
       'assistant_operation',
       'assistant_operation_item',
+      'assistant_operation_kept_failure',
       'assistant_operation_lease',
       'context_render',
       'operation_event',

@@ -20,7 +20,10 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_ACTIONS } from '../../src/domain/operation-input.ts';
+import { EMPTY_PRUNED_FAILURES } from '../../src/domain/retention.ts';
+import type { Database } from '../../src/store/db.ts';
 import { revokeApiKey } from '../../src/store/index.ts';
+import { deleteItemRange, saveOperationProgress } from '../../src/store/retention-sql.ts';
 import { createToolRegistry } from '../../src/tools/registry.ts';
 import { registeredRoutes } from '../helpers/app-routes.ts';
 import { organizationDigest, rowsPerTable } from '../helpers/digest.ts';
@@ -332,7 +335,7 @@ describe.each(ENGINES)('tenant walls on every route on %s', (engine: Engine) => 
     client = rawClient(harness.url);
     orgA = await harness.newTenant();
     orgB = await harness.newTenant();
-    world = await seed(orgA, orgB);
+    world = await seed(harness.db, orgA, orgB);
     const marker = world.a.conversation.slice(0, 8);
     secrets = [
       `victim-sms-${marker}`,
@@ -554,7 +557,7 @@ describe.each(ENGINES)('tenant walls on every route on %s', (engine: Engine) => 
 });
 
 /** A's data of every kind; B has a conversation of its own with an operation. */
-async function seed(orgA: Tenant, orgB: Tenant): Promise<World> {
+async function seed(db: Database, orgA: Tenant, orgB: Tenant): Promise<World> {
   const conversation = randomUUID();
   const marker = conversation.slice(0, 8);
   const first = await orgA.op(conversation, {
@@ -604,6 +607,32 @@ async function seed(orgA: Tenant, orgB: Tenant): Promise<World> {
   expect(pad.status, JSON.stringify(pad.body)).toBe(200);
   expect((await orgA.post(`/v1/conversations/${conversation}/scratchpad/reorganize`, {})).status).toBe(200);
   expect((await orgA.context(conversation)).status).toBe(200);
+
+  // A finished operation whose items retention pruned, one failure kept (the statements
+  // retention runs, on this operation alone: the database is shared with other files).
+  const done = randomUUID();
+  const finished = await orgA.op(done, {
+    action: 'create',
+    operation_type: `victim-done-${marker}`,
+    total_items: 2,
+    item_ids: ['victim-done-1', 'victim-done-2'],
+  });
+  const finishedId = finished.body.operation_id as string;
+  await orgA.op(done, {
+    action: 'update',
+    operation_id: finishedId,
+    completed_ids: ['victim-done-1'],
+    failed: [{ id: 'victim-done-2', reason: `victim-kept-${marker}` }],
+  });
+  expect((await orgA.op(done, { action: 'complete', operation_id: finishedId })).status).toBe(200);
+  await db.transaction(async (tx) => {
+    await deleteItemRange(tx, finishedId, 0, 2, null);
+    await saveOperationProgress(tx, finishedId, 'items', {
+      through: 2,
+      done: true,
+      prunedFailures: EMPTY_PRUNED_FAILURES,
+    });
+  });
 
   const conversationB = randomUUID();
   const own = await orgB.op(conversationB, {

@@ -1,0 +1,55 @@
+/**
+ * An operation's failures as SQL: the failed rows of assistant_operation_item, and the failures
+ * retention kept of a pruned operation, moved to assistant_operation_kept_failure (store/
+ * retention-sql.ts says why). Every read of failures goes through one of these two fragments, so
+ * it sees the same failures whatever retention has reached, even halfway through an operation.
+ *
+ * Why fragments and not a view: Postgres cannot flatten a UNION ALL branch that has a WHERE clause
+ * into its parent, so through a view `ORDER BY ordinal LIMIT n` read every failure of the
+ * operation and sorted them (50 ms for 150,000 failures, against 0.07 ms for one index range).
+ * Here each branch is ordered and limited on its own index — the item table's partial failure
+ * index and the kept table's primary key — and the outer query merges at most twice the limit.
+ */
+
+/** The columns both tables have, in the order every fragment returns them. */
+const COLUMNS = 'ordinal, item_id, attempts, reason, updated_at';
+/** Only a failure sets reason: the item table's partial failure index is on `reason IS NOT NULL`. */
+const FAILED_ITEM = `status = 'failed' AND reason IS NOT NULL`;
+
+/**
+ * Every failure of the operation `operation` (a parameter or a column, as SQL), unordered: for
+ * aggregates that read them all (counts by reason, a retry's copy). O(failures of the operation).
+ */
+export function allFailures(operation: string): string {
+  return `(SELECT ${COLUMNS} FROM assistant_operation_item WHERE operation_id = ${operation} AND ${FAILED_ITEM}
+           UNION ALL
+           SELECT ${COLUMNS} FROM assistant_operation_kept_failure WHERE operation_id = ${operation})`;
+}
+
+export interface OrderedFailures {
+  /** The operation's id, as SQL (a parameter such as `$1`, or a column of an outer query). */
+  operation: string;
+  /** Only ordinals past this one (ascending) or before it (descending), as SQL; none: from the end. */
+  after?: string;
+  /** Rows returned at most, as SQL. */
+  limit: string;
+  /** Rows skipped first, as SQL; each branch then reads `offset + limit`. */
+  offset?: string;
+  descending?: boolean;
+}
+
+/**
+ * The operation's failures in item order (or the reverse), `limit` of them after `offset`, as a
+ * subquery with the columns of {@link allFailures}. O(offset + limit) through the two indexes.
+ */
+export function orderedFailures({ operation, after, limit, offset, descending = false }: OrderedFailures): string {
+  const direction = descending ? 'DESC' : 'ASC';
+  const from = after === undefined ? '' : ` AND ordinal ${descending ? '<' : '>'} ${after}`;
+  const reach = offset === undefined ? limit : `(${offset}) + (${limit})`;
+  const branch = (table: string, condition: string) =>
+    `(SELECT ${COLUMNS} FROM ${table} WHERE operation_id = ${operation}${condition}${from}
+      ORDER BY ordinal ${direction} LIMIT ${reach})`;
+  return `(SELECT * FROM (${branch('assistant_operation_item', ` AND ${FAILED_ITEM}`)}
+            UNION ALL ${branch('assistant_operation_kept_failure', '')}) merged
+           ORDER BY ordinal ${direction}${offset === undefined ? '' : ` OFFSET ${offset}`} LIMIT ${limit})`;
+}

@@ -1,0 +1,56 @@
+/**
+ * Upgrade tests: an empty database of the engine's (a Postgres database of its own, or a PGlite),
+ * and a migrations folder that stops before a given migration, as an earlier opspad left it.
+ */
+import { randomUUID } from 'node:crypto';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { expect, inject } from 'vitest';
+import {
+  createPgliteDatabase,
+  createPostgresDatabase,
+  MIGRATIONS_FOLDER,
+  type OpspadDatabase,
+} from '../../src/store/index.ts';
+import type { Engine } from './harness.ts';
+
+/** A migrations folder holding opspad's migrations before the one whose tag matches `upgrade`. */
+export function migrationsBefore(upgrade: RegExp): string {
+  const journal = JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, 'meta/_journal.json'), 'utf8')) as {
+    entries: { tag: string }[];
+  };
+  const index = journal.entries.findIndex((entry) => upgrade.test(entry.tag));
+  expect(index, `${upgrade} is in the journal`).toBeGreaterThan(0);
+  const entries = journal.entries.slice(0, index);
+  const folder = mkdtempSync(join(tmpdir(), 'opspad-migrations-'));
+  mkdirSync(join(folder, 'meta'));
+  writeFileSync(join(folder, 'meta/_journal.json'), JSON.stringify({ ...journal, entries }));
+  for (const { tag } of entries) {
+    copyFileSync(join(MIGRATIONS_FOLDER, `${tag}.sql`), join(folder, `${tag}.sql`));
+  }
+  return folder;
+}
+
+export async function openEmptyDatabase(engine: Engine): Promise<{ db: OpspadDatabase; drop: () => Promise<void> }> {
+  if (engine === 'pglite') {
+    const db = await createPgliteDatabase();
+    return { db, drop: () => db.close() };
+  }
+  const url = new URL(inject('databaseUrl'));
+  const name = `opspad_upgrade_${randomUUID().slice(0, 8)}`;
+  const admin = new pg.Client({ connectionString: url.toString() });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  url.pathname = `/${name}`;
+  const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 2 });
+  return {
+    db,
+    drop: async () => {
+      await db.close();
+      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await admin.end();
+    },
+  };
+}
