@@ -44,7 +44,13 @@ export interface ReconcileReport {
 }
 
 export interface Reconciler {
+  /** A pass that begins after this call (one under way is waited for first). */
   runOnce(): Promise<ReconcileReport | undefined>;
+  /**
+   * Resolves once no pass is under way: the first one starts with the reconciler, and whatever it
+   * finds due then is not left for a caller's next pass to report.
+   */
+  idle(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -202,6 +208,11 @@ export function startReconciler(options: ReconcilerOptions): Reconciler {
   void tick();
   return {
     runOnce,
+    async idle() {
+      while (running || queued) {
+        await (queued ?? running);
+      }
+    },
     async stop() {
       stopped = true;
       stopping.abort();

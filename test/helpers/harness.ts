@@ -112,6 +112,9 @@ export async function startHarness(engine: Engine, options: HarnessOptions = {})
     handlers: options.handlers,
     eventsPollMs: options.eventsPollMs ?? 50,
   });
+  // The reconciler's first pass runs as it starts: a test's own pass (runOnce) then reports
+  // only what the test set up, not what the first pass happened to find first.
+  await service.reconciler?.idle();
   const baseUrl = service.url as string;
   const request = async <T>(path: string, init: RequestInit = {}): Promise<HttpResult<T>> => {
     const response = await fetch(`${baseUrl}${path}`, init);

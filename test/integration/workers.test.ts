@@ -334,13 +334,27 @@ describe.each(QUEUE_BACKENDS)('the reconciler (postgres database, %s queue)', (q
         total_items: 3,
         item_ids: ids(3),
       });
-      await tenant.op(conversation, { action: 'create', operation_type: 'manual', total_items: 1, item_ids: ids(1) });
+      const second = await tenant.op(conversation, {
+        action: 'create',
+        operation_type: 'manual',
+        total_items: 1,
+        item_ids: ids(1),
+      });
+      expect(second.status, JSON.stringify(second.body)).toBe(200);
       const stale = first.body.operation_id as string;
       await harness.db.query(`UPDATE assistant_operation SET updated_at = now() - interval '2 hours' WHERE id = $1`, [
         stale,
       ]);
       const report = await harness.service.reconciler?.runOnce();
-      expect(report?.expired).toBeGreaterThanOrEqual(1);
+      const row = async () =>
+        JSON.stringify(
+          await harness.db.query(
+            `SELECT status, updated_at, now() AS now, (SELECT json_agg(json_build_object('kind', kind, 'actor', actor, 'at', created_at) ORDER BY id)
+               FROM operation_event WHERE operation_id = $1) AS events FROM assistant_operation WHERE id = $1`,
+            [stale],
+          ),
+        );
+      expect(report?.expired, `report ${JSON.stringify(report)}, operation ${await row()}`).toBeGreaterThanOrEqual(1);
       const got = await tenant.op(conversation, { action: 'get', operation_id: stale });
       expect(got.body).toMatchObject({ status: 'cancelled', abandoned_count: 3 });
       const events = await harness.db.query<{ kind: string; actor: string }>(
