@@ -432,8 +432,11 @@ describe('fault injection', () => {
     // The late worker wakes up, finishes its handlers and reports; its jobs then end.
     late.process.kill('SIGCONT');
     const queue = s.harness.service.dispatcher.queues.find((q) => q.name === 'batches-counting');
+    // A job of the late worker whose lock ran out while it was frozen ends only once a worker's
+    // stalled-job check (every 30 s) has moved it and it has run again: up to a minute, so the
+    // wait allows more.
     await eventually(async () => ((await queue?.getActiveCount()) === 0 ? true : undefined), {
-      timeoutMs: 60_000,
+      timeoutMs: 150_000,
       what: "the late worker's jobs to end",
     });
     expect(await rows()).toEqual(before);
