@@ -19,7 +19,6 @@ CREATE TABLE "assistant_operation_kept_failure" (
 	CONSTRAINT "pk_assistant_operation_kept_failure" PRIMARY KEY("operation_id","ordinal")
 );
 --> statement-breakpoint
-ALTER TABLE "assistant_operation_kept_failure" ADD CONSTRAINT "assistant_operation_kept_failure_operation_id_assistant_operation_id_fk" FOREIGN KEY ("operation_id") REFERENCES "public"."assistant_operation"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "idx_assistant_operation_kept_failure_item" ON "assistant_operation_kept_failure" USING btree ("operation_id","item_id");--> statement-breakpoint
 WITH "moved" AS (
   DELETE FROM "assistant_operation_item" i USING "assistant_operation" o
@@ -27,4 +26,7 @@ WITH "moved" AS (
     AND (o."state_json" ? 'items_pruned_at' OR i."ordinal" < (o."state_json"->>'items_pruned_through')::float8)
   RETURNING i."operation_id", i."ordinal", i."item_id", i."attempts", i."reason", i."updated_at")
 INSERT INTO "assistant_operation_kept_failure" ("operation_id", "ordinal", "item_id", "attempts", "reason", "updated_at")
-SELECT "operation_id", "ordinal", "item_id", "attempts", "reason", "updated_at" FROM "moved";
+SELECT "operation_id", "ordinal", "item_id", "attempts", "reason", "updated_at" FROM "moved";--> statement-breakpoint
+-- The foreign key last: adding it locks assistant_operation against writes until the migration
+-- commits, so it is not held while the failures above are moved.
+ALTER TABLE "assistant_operation_kept_failure" ADD CONSTRAINT "assistant_operation_kept_failure_operation_id_assistant_operation_id_fk" FOREIGN KEY ("operation_id") REFERENCES "public"."assistant_operation"("id") ON DELETE cascade ON UPDATE no action;

@@ -187,12 +187,15 @@ export function startReconciler(options: ReconcilerOptions): Reconciler {
   // after its call (the one in flight may have listed the operations before the caller's change).
   // Calls that arrive meanwhile share that next pass.
   const runOnce = (): Promise<ReconcileReport | undefined> => {
+    if (stopped) {
+      return Promise.resolve(undefined);
+    }
     if (!running) {
       return start();
     }
     queued ??= running.then(() => {
       queued = undefined;
-      return stopped ? undefined : runOnce();
+      return runOnce();
     });
     return queued;
   };

@@ -36,15 +36,27 @@ export interface OrderedFailures {
   /** Rows skipped first, as SQL; each branch then reads `offset + limit`. */
   offset?: string;
   descending?: boolean;
+  /**
+   * A condition on the outer query (SQL) without which neither table is read: as a lateral join's
+   * gate, a constant per outer row, so operations without failures cost no index lookups.
+   */
+  onlyIf?: string;
 }
 
 /**
  * The operation's failures in item order (or the reverse), `limit` of them after `offset`, as a
  * subquery with the columns of {@link allFailures}. O(offset + limit) through the two indexes.
  */
-export function orderedFailures({ operation, after, limit, offset, descending = false }: OrderedFailures): string {
+export function orderedFailures({
+  operation,
+  after,
+  limit,
+  offset,
+  descending = false,
+  onlyIf,
+}: OrderedFailures): string {
   const direction = descending ? 'DESC' : 'ASC';
-  const from = after === undefined ? '' : ` AND ordinal ${descending ? '<' : '>'} ${after}`;
+  const from = `${after === undefined ? '' : ` AND ordinal ${descending ? '<' : '>'} ${after}`}${onlyIf === undefined ? '' : ` AND ${onlyIf}`}`;
   const reach = offset === undefined ? limit : `(${offset}) + (${limit})`;
   const branch = (table: string, condition: string) =>
     `(SELECT ${COLUMNS} FROM ${table} WHERE operation_id = ${operation}${condition}${from}

@@ -96,8 +96,8 @@ const ROW_LATERALS = `LEFT JOIN LATERAL (
           ORDER BY ev.id DESC LIMIT ${PACE_EVENTS}) e
   ) pace ON true
   LEFT JOIN LATERAL (
-    SELECT f.item_id, f.reason FROM ${orderedFailures({ operation: 'o.id', limit: '1', descending: true })} f
-    WHERE o.failed_count > 0
+    SELECT f.item_id, f.reason
+    FROM ${orderedFailures({ operation: 'o.id', limit: '1', descending: true, onlyIf: 'o.failed_count > 0' })} f
   ) last_failure ON true`;
 
 export interface OperatorListFilter {
