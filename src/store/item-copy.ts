@@ -278,6 +278,6 @@ export async function createOperationFromStream(
       }
     }
   });
-  analyzeAfterLargeCreate(db, total);
+  await analyzeAfterLargeCreate(db, total);
   return created;
 }
