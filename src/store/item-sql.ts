@@ -18,7 +18,6 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ItemStatus } from '../domain/operation.ts';
 import type { Queryable, Transaction } from './db.ts';
-import { allFailures, orderedFailures } from './failure-sql.ts';
 
 /**
  * Rows per INSERT when COPY is not available (PGlite). PGlite runs in this thread: each INSERT
@@ -75,23 +74,6 @@ export async function insertItems(
       [operationId, itemIds.slice(start, start + INSERT_CHUNK), firstOrdinal + start],
     );
   }
-}
-
-/**
- * Copies the failed items of `sourceId` into `targetId` as pending rows, in order, kept failures
- * included: a pruned operation whose failures were all kept is retried whole.
- */
-export async function copyFailedItems(tx: Queryable, sourceId: string, targetId: string): Promise<number> {
-  const rows = await tx.query<{ n: number }>(
-    `WITH inserted AS (
-       INSERT INTO assistant_operation_item (operation_id, ordinal, item_id)
-       SELECT $2, (row_number() OVER (ORDER BY ordinal) - 1)::int, item_id
-       FROM ${allFailures('$1')} failure
-       RETURNING 1)
-     SELECT count(*)::int AS n FROM inserted`,
-    [sourceId, targetId],
-  );
-  return rows[0]?.n ?? 0;
 }
 
 export interface LeasedItem {
@@ -395,26 +377,4 @@ export async function abandonUnrecorded(tx: Queryable, operationId: string): Pro
     [operationId],
   );
   return rows[0]?.n ?? 0;
-}
-
-export interface FailureRow {
-  ordinal: number;
-  item_id: string;
-  reason: string | null;
-}
-
-/**
- * A page of failed items after `afterOrdinal`, in order (keyset pagination), kept failures of a
- * pruned operation included.
- */
-export async function failuresPage(
-  tx: Queryable,
-  operationId: string,
-  afterOrdinal: number,
-  limit: number,
-): Promise<FailureRow[]> {
-  return tx.query<FailureRow>(
-    `SELECT ordinal, item_id, reason FROM ${orderedFailures({ operation: '$1', after: '$2', limit: '$3' })} page`,
-    [operationId, afterOrdinal, limit],
-  );
 }

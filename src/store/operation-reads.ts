@@ -12,7 +12,8 @@ import type { ListedOperation, OperationCounts, OperationRecord } from '../domai
 import { countsOf } from '../domain/operation.ts';
 import type { ConversationScope } from './conversation-repo.ts';
 import type { Database, Queryable } from './db.ts';
-import { countInFlight, type FailureRow, failuresPage, IN_FLIGHT_COLUMN } from './item-sql.ts';
+import { type FailureRow, failuresPage } from './failure-sql.ts';
+import { countInFlight, IN_FLIGHT_COLUMN } from './item-sql.ts';
 import { LISTED_COLUMNS, OPERATION_COLUMNS, operationNotFound, resolveOperationId } from './operation-row.ts';
 
 export interface OperationDetails {

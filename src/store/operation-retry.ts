@@ -12,7 +12,7 @@ import type { OperationRecord } from '../domain/operation.ts';
 import { type ConversationScope, ensureConversation } from './conversation-repo.ts';
 import type { Database } from './db.ts';
 import { appendEvent } from './event-repo.ts';
-import { copyFailedItems } from './item-sql.ts';
+import { copyFailedItems } from './failure-sql.ts';
 import { assertBackgroundCapacity, pauseActive } from './operation-admission.ts';
 import { type CreatedOperation, initialState, insertOperation } from './operation-create.ts';
 import { lockOperation, OPERATION_COLUMNS } from './operation-row.ts';

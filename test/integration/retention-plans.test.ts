@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BULK_EVENT_KINDS } from '../../src/domain/retention.ts';
 import type { Queryable } from '../../src/store/db.ts';
-import { failuresPage } from '../../src/store/item-sql.ts';
+import { failuresPage } from '../../src/store/failure-sql.ts';
 import {
   AGED_TABLES,
   deleteEventRange,
