@@ -1,9 +1,10 @@
 /**
  * An operation's failures: the failed rows of assistant_operation_item, and the failures
  * retention kept of a pruned operation, moved to assistant_operation_kept_failure (store/
- * retention-sql.ts says why). Every read of failures goes through one of the two fragments below
- * (the reads of `get` and `retry_failed` are here too), so it sees the same failures whatever
- * retention has reached, even halfway through an operation.
+ * retention-sql.ts says why). Every read of an operation's failures goes through one of the two
+ * fragments below (the reads of `get` and `retry_failed` are here too), so it sees the same
+ * failures whatever retention has reached, even halfway through an operation. Only the operator
+ * view's lookups of one item by id name both tables themselves (store/operator-view-repo.ts).
  *
  * Why fragments and not a view: Postgres cannot flatten a UNION ALL branch that has a WHERE clause
  * into its parent, so through a view `ORDER BY ordinal LIMIT n` read every failure of the
