@@ -30,6 +30,7 @@ import {
 } from './item-sql.ts';
 import { lockOperation, lockOperationForLease, resolveOperationId, setCursor } from './operation-row.ts';
 import { closeStep } from './operation-tail.ts';
+import { leaseStep } from './step-calls.ts';
 
 export interface LeaseParams {
   operationId?: string | null;
@@ -63,6 +64,11 @@ export interface LeaseResult {
  * leaser.
  */
 export async function leaseBatch(db: Database, scope: ConversationScope, params: LeaseParams): Promise<LeaseResult> {
+  // The usual case first, in one round trip (step-calls.ts); it changes nothing when it is not.
+  const step = params.operationId ? await leaseStep(db, scope, { ...params, operationId: params.operationId }) : null;
+  if (step) {
+    return { ...step, reclaimed: 0 };
+  }
   const shared = await db.transaction((tx) => leaseIn(tx, scope, params, 'shared'));
   return shared ?? ((await db.transaction((tx) => leaseIn(tx, scope, params, 'exclusive'))) as LeaseResult);
 }

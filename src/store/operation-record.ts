@@ -25,6 +25,7 @@ import { countInFlight, type RecordedItem, recordCompleted, recordFailed, record
 import { lockOperation, readOperation } from './operation-row.ts';
 import { closeStep } from './operation-tail.ts';
 import { explainMisses, type RecordMisses } from './record-misses.ts';
+import { recordStep } from './step-calls.ts';
 
 export interface RecordParams {
   operationId: string;
@@ -44,6 +45,18 @@ export async function recordResults(
   params: RecordParams,
 ): Promise<RecordResult> {
   const report = parseRecordReport(params.completedIds, params.failed);
+  // The usual case first, in one round trip (step-calls.ts); it changes nothing when it is not.
+  const step =
+    report.requested.length > 0 &&
+    (await recordStep(db, scope, {
+      operationId: params.operationId,
+      owner: params.owner,
+      ids: [...report.completedIds, ...report.failedIds],
+      reasons: report.failedIds.length === 0 ? null : [...report.completedIds.map(() => null), ...report.failedReasons],
+    }));
+  if (step) {
+    return { ...step, alreadyRecorded: [], leaseConflicts: [] };
+  }
   return db.transaction(async (tx) => {
     let op = await lockOperation(tx, scope, params.operationId, 'shared');
     if (transition('record', op.status).kind === 'refused') {

@@ -137,6 +137,63 @@ describe('an operation of 1,000,000 items (postgres)', () => {
     expect(failed.pages / 1000).toBeLessThan(PAGES_PER_ITEM);
   });
 
+  it('leases and records in one call each by touching pages in proportion to the batch', async () => {
+    // Server-side calls keep their statements' plans for the session, and may switch to a
+    // generic plan after five runs: the ninth call, on one connection, must still read by index.
+    const scope = [tenant.organizationId, conversation];
+    const pages = await harness.db
+      .transaction(async (tx) => {
+        let leased: string[] = [];
+        for (let i = 0; i < 8; i++) {
+          const rows = await tx.query<{ item_ids: string[] }>(
+            'SELECT item_ids FROM opspad_lease_step($1, $2, $3, $4, 60, 100, NULL)',
+            [operationId, ...scope, `step-${i}`],
+          );
+          leased = rows[0]?.item_ids ?? [];
+          await tx.query('SELECT 1 FROM opspad_record_step($1, $2, $3, $4, $5, NULL)', [
+            operationId,
+            ...scope,
+            `step-${i}`,
+            leased,
+          ]);
+        }
+        expect(leased).toHaveLength(100);
+        const explainPages = async (call: string, params: unknown[]) => {
+          const rows = await tx.query<{ 'QUERY PLAN': [{ Plan: PlanNode }] }>(
+            `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM ${call}`,
+            params,
+          );
+          const plan = rows[0]?.['QUERY PLAN'][0].Plan as PlanNode;
+          return plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
+        };
+        const lease = await explainPages('opspad_lease_step($1, $2, $3, $4, 60, 100, NULL)', [
+          operationId,
+          ...scope,
+          'step-last',
+        ]);
+        const ids = await tx.query<{ item_id: string }>(
+          `SELECT item_id FROM assistant_operation_item WHERE operation_id = $1 AND lease_owner = 'step-last'`,
+          [operationId],
+        );
+        const record = await explainPages('opspad_record_step($1, $2, $3, $4, $5, NULL)', [
+          operationId,
+          ...scope,
+          'step-last',
+          ids.map((r) => r.item_id),
+        ]);
+        expect(ids).toHaveLength(100);
+        throw Object.assign(new Error('rollback'), { pages: { lease, record } });
+      })
+      .catch((error: { pages?: { lease: number; record: number } }) => {
+        if (!error.pages) {
+          throw error;
+        }
+        return error.pages;
+      });
+    expect(pages.lease / 100).toBeLessThan(PAGES_PER_ITEM);
+    expect(pages.record / 100).toBeLessThan(PAGES_PER_ITEM);
+  });
+
   it('serves progress and update through the tool at this size', async () => {
     const progress = await tenant.op<{ batch: string[]; remaining_count: number }>(conversation, {
       action: 'progress',

@@ -1,0 +1,95 @@
+/**
+ * A lease and a record in one round trip: the usual case of each, run as a server-side call
+ * (`opspad_lease_step`, `opspad_record_step`, drizzle/0008_step_functions.sql) that commits
+ * where it runs. The general transactions (operation-lease.ts, operation-record.ts) take five
+ * round trips each (begin, lock, statement, tail, commit) and hold the operation row's lock
+ * across them; a call holds it only while the server runs it.
+ *
+ * Lock order: the same as the general path's — the operation row (FOR KEY SHARE) → the batch's
+ * item rows (SKIP LOCKED for a lease) and the lease rows → the event, the spent lease rows and
+ * the operation row's update, last.
+ * Cost: O(batch), one round trip; the statements are those of the general path.
+ *
+ * Each returns null, having changed nothing, when the case is not the usual one (not active, an
+ * expired lease to reclaim, a lease to renew, nothing from the cursor, a circuit breaker, an id
+ * that was not recordable, a deadlock): the caller then runs the general transaction, which
+ * decides it exactly as before.
+ */
+import type { OperationCounts, OperationRecord } from '../domain/operation.ts';
+import { countsOf } from '../domain/operation.ts';
+import type { ConversationScope } from './conversation-repo.ts';
+import type { Queryable } from './db.ts';
+
+/** The SQLSTATE opspad_record_step raises when an id of the report was not recordable. */
+const NOT_ALL_RECORDABLE = 'OPS01';
+/** Deadlock and serialization failures: the general path retries them. */
+const TRY_THE_GENERAL_PATH = new Set([NOT_ALL_RECORDABLE, '40P01', '40001']);
+
+type StepRow = OperationRecord & { in_flight: number };
+
+export interface LeasedStep {
+  operation: OperationRecord;
+  counts: OperationCounts;
+  batch: string[];
+}
+
+/** One call: the operation's next batch from its cursor, leased to `owner`; null: see above. */
+export async function leaseStep(
+  db: Queryable,
+  scope: ConversationScope,
+  params: { operationId: string; owner: string; leaseSeconds: number; batchSize?: number; epoch?: number },
+): Promise<LeasedStep | null> {
+  const rows = await callStep<StepRow & { item_ids: string[] }>(db, 'opspad_lease_step($1, $2, $3, $4, $5, $6, $7)', [
+    params.operationId,
+    scope.organizationId,
+    scope.conversationId,
+    params.owner,
+    params.leaseSeconds,
+    params.batchSize ?? null,
+    params.epoch ?? null,
+  ]);
+  const row = rows?.[0];
+  if (!row) {
+    return null;
+  }
+  const { in_flight, item_ids, ...operation } = row;
+  return { operation, counts: countsOf(operation, in_flight), batch: item_ids };
+}
+
+/**
+ * One call: records every id of the report (`reasons` in `ids`' order, null for a completion;
+ * the whole list null when all completed); null: see above.
+ */
+export async function recordStep(
+  db: Queryable,
+  scope: ConversationScope,
+  params: { operationId: string; owner: string; ids: readonly string[]; reasons: readonly (string | null)[] | null },
+): Promise<{ operation: OperationRecord; counts: OperationCounts } | null> {
+  const rows = await callStep<StepRow>(db, 'opspad_record_step($1, $2, $3, $4, $5, $6)', [
+    params.operationId,
+    scope.organizationId,
+    scope.conversationId,
+    params.owner,
+    params.ids,
+    params.reasons,
+  ]);
+  const row = rows?.[0];
+  if (!row) {
+    return null;
+  }
+  const { in_flight, ...operation } = row;
+  return { operation, counts: countsOf(operation, in_flight) };
+}
+
+/** Runs the call; null when it refused the case (see TRY_THE_GENERAL_PATH). */
+async function callStep<R extends object>(db: Queryable, call: string, params: unknown[]): Promise<R[] | null> {
+  try {
+    return await db.query<R>(`SELECT * FROM ${call}`, params);
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === 'string' && TRY_THE_GENERAL_PATH.has(code)) {
+      return null;
+    }
+    throw error;
+  }
+}

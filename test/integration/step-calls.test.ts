@@ -1,0 +1,226 @@
+/**
+ * The one-round-trip lease and record (src/store/step-calls.ts, drizzle/0008_step_functions.sql):
+ * the usual case is one statement and answers what the general transaction answers; every other
+ * case is left to the general transaction with nothing changed first, and the calls agree with
+ * the lifecycle table on which statuses they serve.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OPERATION_STATUS } from '../../src/domain/operation.ts';
+import { LIFECYCLE } from '../../src/domain/operation-lifecycle.ts';
+import {
+  type ConversationScope,
+  createApiKey,
+  createOperation,
+  type Database,
+  leaseBatch,
+  type OpspadDatabase,
+  recordResults,
+} from '../../src/store/index.ts';
+import { leaseStep, recordStep } from '../../src/store/step-calls.ts';
+import { ENGINES, ids, openTestDatabase } from '../helpers/harness.ts';
+
+/** `db`, counting the statements sent (a transaction's BEGIN and COMMIT count as two). */
+function counting(db: Database): { db: Database; statements: () => number } {
+  let n = 0;
+  const counted: Database = {
+    engine: db.engine,
+    query: (text, params) => {
+      n++;
+      return db.query(text, params);
+    },
+    transaction: (fn) =>
+      db.transaction((tx) => {
+        n += 2;
+        return fn({
+          ...tx,
+          copyIn: tx.copyIn,
+          query: (text, params) => {
+            n++;
+            return tx.query(text, params);
+          },
+        });
+      }),
+    withTryLock: (key, fn) => db.withTryLock(key, fn),
+    close: () => db.close(),
+  };
+  return { db: counted, statements: () => n };
+}
+
+describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
+  let db: OpspadDatabase;
+
+  beforeAll(async () => {
+    db = await openTestDatabase(engine);
+  });
+  afterAll(async () => {
+    await db.close();
+  });
+
+  async function newOperation(items: number, batchSize: number, extra: { maxFailureRate?: number } = {}) {
+    const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
+    const scope: ConversationScope = { organizationId: organization_id, conversationId: randomUUID() };
+    const { operation } = await createOperation(db, scope, {
+      operationType: 'send_sms',
+      itemIds: ids(items),
+      batchSize,
+      queryParams: null,
+      notes: null,
+      execution: 'assistant',
+      actor: 'test',
+      ...extra,
+    });
+    return { scope, operationId: operation.id };
+  }
+
+  const itemRows = (operationId: string) =>
+    db.query<{ item_id: string; status: string; lease_owner: string | null }>(
+      'SELECT item_id, status, lease_owner FROM assistant_operation_item WHERE operation_id = $1 ORDER BY ordinal',
+      [operationId],
+    );
+  const events = (operationId: string) =>
+    db.query<{ kind: string; actor: string; data: Record<string, unknown> }>(
+      `SELECT kind, actor, data FROM operation_event WHERE operation_id = $1 AND kind <> 'created' ORDER BY id`,
+      [operationId],
+    );
+
+  it('leases and records the usual batch in one statement each, with the answer and audit of the general path', async () => {
+    const { scope, operationId } = await newOperation(10, 4);
+    const { db: counted, statements } = counting(db);
+
+    const lease = await leaseBatch(counted, scope, { operationId, owner: 'w1', leaseSeconds: 300 });
+    expect(statements()).toBe(1);
+    expect(lease.batch).toEqual(ids(10).slice(0, 4));
+    expect(lease.counts).toMatchObject({ total_items: 10, remaining_count: 10, in_flight_count: 4 });
+    expect(lease.operation.state_json.cursor).toBe(4);
+
+    const recorded = await recordResults(counted, scope, {
+      operationId,
+      completedIds: lease.batch.slice(0, 3),
+      failed: [{ id: lease.batch[3] as string, reason: 'carrier refused' }],
+      owner: 'w1',
+    });
+    expect(statements()).toBe(2);
+    expect(recorded).toMatchObject({ alreadyRecorded: [], leaseConflicts: [] });
+    expect(recorded.counts).toMatchObject({
+      completed_count: 3,
+      failed_count: 1,
+      remaining_count: 6,
+      in_flight_count: 0,
+    });
+
+    const next = await leaseBatch(counted, scope, { operationId, owner: 'w2', leaseSeconds: 300 });
+    await recordResults(counted, scope, { operationId, completedIds: next.batch, failed: [], owner: 'w2' });
+    expect(statements()).toBe(4);
+
+    expect((await itemRows(operationId)).slice(0, 8).map((r) => r.status)).toEqual([
+      ...['completed', 'completed', 'completed', 'failed'],
+      ...['completed', 'completed', 'completed', 'completed'],
+    ]);
+    expect(await events(operationId)).toEqual([
+      { kind: 'batch_leased', actor: 'w1', data: { count: 4, first_ordinal: 0, last_ordinal: 3 } },
+      {
+        kind: 'batch_recorded',
+        actor: 'w1',
+        data: { completed: 3, failed: 1, already_recorded: 0, lease_conflicts: 0 },
+      },
+      { kind: 'batch_leased', actor: 'w2', data: { count: 4, first_ordinal: 4, last_ordinal: 7 } },
+      {
+        kind: 'batch_recorded',
+        actor: 'w2',
+        data: { completed: 4, failed: 0, already_recorded: 0, lease_conflicts: 0 },
+      },
+    ]);
+    const leases = await db.query('SELECT owner FROM assistant_operation_lease WHERE operation_id = $1', [operationId]);
+    expect(leases).toEqual([]); // both batches spent: their lease rows are gone
+  });
+
+  it('serves exactly the statuses the lifecycle table allows a lease and a record in', async () => {
+    for (const status of OPERATION_STATUS) {
+      const { scope, operationId } = await newOperation(4, 2);
+      const held = await leaseStep(db, scope, { operationId, owner: 'holder', leaseSeconds: 300 });
+      expect(held).not.toBeNull();
+      await db.query('UPDATE assistant_operation SET status = $2 WHERE id = $1', [operationId, status]);
+
+      const lease = await leaseStep(db, scope, { operationId, owner: 'other', leaseSeconds: 300 });
+      expect({ status, leased: lease !== null }).toEqual({
+        status,
+        leased: LIFECYCLE.lease[status].kind === 'allowed',
+      });
+      const record = await recordStep(db, scope, {
+        operationId,
+        owner: 'holder',
+        ids: held?.batch ?? [],
+        reasons: null,
+      });
+      expect({ status, recorded: record !== null }).toEqual({
+        status,
+        recorded: LIFECYCLE.record[status].kind === 'allowed',
+      });
+    }
+  });
+
+  it('leaves a renewal, an expired lease and another dispatch epoch to the general path, changing nothing', async () => {
+    const { scope, operationId } = await newOperation(12, 3);
+    const first = await leaseBatch(db, scope, { operationId, owner: 'a', leaseSeconds: 300 });
+    const before = await itemRows(operationId);
+
+    // The caller holds a lease: the call declines; the general path renews the same batch.
+    expect(await leaseStep(db, scope, { operationId, owner: 'a', leaseSeconds: 300 })).toBeNull();
+    expect(await itemRows(operationId)).toEqual(before);
+    expect((await leaseBatch(db, scope, { operationId, owner: 'a', leaseSeconds: 300 })).batch).toEqual(first.batch);
+
+    // Not the operation's dispatch epoch (an assistant operation has none): declined.
+    expect(await leaseStep(db, scope, { operationId, owner: 'b', leaseSeconds: 300, epoch: 7 })).toBeNull();
+
+    // An expired lease: declined, and the general path reclaims it.
+    await db.query(
+      `UPDATE assistant_operation_item SET lease_expires_at = now() - interval '1 minute' WHERE operation_id = $1 AND lease_owner = 'a'`,
+      [operationId],
+    );
+    await db.query(
+      `UPDATE assistant_operation_lease SET expires_at = now() - interval '1 minute' WHERE operation_id = $1 AND owner = 'a'`,
+      [operationId],
+    );
+    const unchanged = await itemRows(operationId);
+    expect(await leaseStep(db, scope, { operationId, owner: 'b', leaseSeconds: 300 })).toBeNull();
+    expect(await itemRows(operationId)).toEqual(unchanged);
+    const reclaiming = await leaseBatch(db, scope, { operationId, owner: 'b', leaseSeconds: 300 });
+    expect(reclaiming).toMatchObject({ reclaimed: 3, batch: first.batch });
+
+    // Another organization's scope, or another conversation's: declined, and the general path answers 404.
+    expect(
+      await leaseStep(db, { ...scope, conversationId: randomUUID() }, { operationId, owner: 'c', leaseSeconds: 300 }),
+    ).toBeNull();
+    await expect(
+      leaseBatch(db, { ...scope, conversationId: randomUUID() }, { operationId, owner: 'c', leaseSeconds: 300 }),
+    ).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('rolls a report back when one of its ids is not recordable, and the general path says which', async () => {
+    const { scope, operationId } = await newOperation(8, 2);
+    const mine = await leaseBatch(db, scope, { operationId, owner: 'mine', leaseSeconds: 300 });
+    const theirs = await leaseBatch(db, scope, { operationId, owner: 'theirs', leaseSeconds: 300 });
+    const report = [...mine.batch, theirs.batch[0] as string];
+
+    expect(await recordStep(db, scope, { operationId, owner: 'mine', ids: report, reasons: null })).toBeNull();
+    // Nothing of the declined call stayed: my items are still leased to me.
+    expect((await itemRows(operationId)).slice(0, 2)).toEqual(
+      mine.batch.map((item_id) => ({ item_id, status: 'leased', lease_owner: 'mine' })),
+    );
+
+    const recorded = await recordResults(db, scope, { operationId, completedIds: report, failed: [], owner: 'mine' });
+    expect(recorded.leaseConflicts).toEqual([theirs.batch[0]]);
+    expect(recorded.counts).toMatchObject({ completed_count: 2, in_flight_count: 2 });
+    const again = await recordResults(db, scope, { operationId, completedIds: mine.batch, failed: [], owner: 'mine' });
+    expect(again.alreadyRecorded).toEqual(mine.batch);
+  });
+
+  it('leaves an operation with a circuit breaker to the general path, which keeps its window', async () => {
+    const { scope, operationId } = await newOperation(6, 3, { maxFailureRate: 0.5 });
+    const lease = await leaseBatch(db, scope, { operationId, owner: 'w', leaseSeconds: 300 });
+    expect(await recordStep(db, scope, { operationId, owner: 'w', ids: lease.batch, reasons: null })).toBeNull();
+    const recorded = await recordResults(db, scope, { operationId, completedIds: lease.batch, failed: [], owner: 'w' });
+    expect(recorded.operation.state_json.recent_outcomes).toBe('ccc');
+  });
+});
