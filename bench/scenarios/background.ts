@@ -32,8 +32,7 @@ export async function backgroundRunner(
   const opspad = await createOpspad({ config, logger: createLogger('warn', 'opspad-bench'), api: false });
   ctx.defer(() => opspad.close());
 
-  const run = async (batch: number) => {
-    const items = ctx.plan.backgroundItems[batch] as number;
+  const run = async (batch: number, items = ctx.plan.backgroundItems[batch] as number) => {
     const scope = { organizationId, conversationId: randomUUID() };
     const { operation } = await createOperation(ctx.db, scope, {
       operationType: 'demo',

@@ -87,5 +87,5 @@ export async function minimalRunner(ctx: BenchContext) {
     await pool.query(statement);
   }
   await Promise.all(Array.from({ length: CLIENTS }, () => pool.query('SELECT 1')));
-  return (batch: number) => runOnce(pool, ctx.plan.ceilingItems[batch] as number, batch);
+  return (batch: number, items = ctx.plan.ceilingItems[batch] as number) => runOnce(pool, items, batch);
 }

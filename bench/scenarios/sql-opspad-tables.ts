@@ -73,5 +73,5 @@ async function runOnce(ctx: BenchContext, organizationId: string, items: number,
 
 /** Runs the loop once for `batch` over the plan's item count; items/s. */
 export function opspadTablesRunner(ctx: BenchContext, organizationId: string) {
-  return (batch: number) => runOnce(ctx, organizationId, ctx.plan.ceilingItems[batch] as number, batch);
+  return (batch: number, items = ctx.plan.ceilingItems[batch] as number) => runOnce(ctx, organizationId, items, batch);
 }

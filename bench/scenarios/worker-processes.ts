@@ -37,8 +37,7 @@ export async function workerProcessesRunner(ctx: BenchContext, organizationId: s
     workers.push(await startOpspadChild(ctx, 'worker', env));
   }
 
-  const run = async (batch: number) => {
-    const items = ctx.plan.backgroundItems[batch] as number;
+  const run = async (batch: number, items = ctx.plan.backgroundItems[batch] as number) => {
     const scope = { organizationId, conversationId: randomUUID() };
     const { operation } = await createOperation(ctx.db, scope, {
       operationType: 'demo',
