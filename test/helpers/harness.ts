@@ -11,6 +11,7 @@ import { createLogger } from '../../src/logger.ts';
 import { createOpspad, type Opspad } from '../../src/main.ts';
 import {
   createApiKey,
+  createOperation,
   createPgliteDatabase,
   createPostgresDatabase,
   type OpspadDatabase,
@@ -162,4 +163,29 @@ export async function startHarness(engine: Engine, options: HarnessOptions = {})
 
 export function ids(count: number, prefix = 'contact'): string[] {
   return Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`);
+}
+
+/**
+ * A new organization and an assistant operation of `items` ids (`ids(items)`) in a new
+ * conversation of it, created through the store: for tests of the store's own statements.
+ */
+export async function newStoreOperation(
+  db: OpspadDatabase,
+  items: number,
+  batchSize: number,
+  extra: { maxFailureRate?: number } = {},
+): Promise<{ scope: { organizationId: string; conversationId: string }; operationId: string }> {
+  const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
+  const scope = { organizationId: organization_id, conversationId: randomUUID() };
+  const { operation } = await createOperation(db, scope, {
+    operationType: 'send_sms',
+    itemIds: ids(items),
+    batchSize,
+    queryParams: null,
+    notes: null,
+    execution: 'assistant',
+    actor: 'test',
+    ...extra,
+  });
+  return { scope, operationId: operation.id };
 }

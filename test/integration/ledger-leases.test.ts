@@ -1,15 +1,6 @@
-/**
- * The ledger's lease bookkeeping: whatever sequence of leases, partial records, releases, expiries
- * and cancels, the in-flight count (the lease rows' `remaining`) equals the item rows leased, no
- * lease row outlives its batch, and no index of the item table names a column the lease and
- * record paths change (what keeps those updates HOT).
- */
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   cancelOperation,
-  createApiKey,
-  createOperation,
   getOperation,
   leaseBatch,
   type OpspadDatabase,
@@ -17,7 +8,7 @@ import {
   recordResults,
   releaseLeasedItems,
 } from '../../src/store/index.ts';
-import { ENGINES, ids, openTestDatabase } from '../helpers/harness.ts';
+import { ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
 
 describe.each(ENGINES)('lease bookkeeping on %s', (engine) => {
   let db: OpspadDatabase;
@@ -29,20 +20,7 @@ describe.each(ENGINES)('lease bookkeeping on %s', (engine) => {
     await db.close();
   });
 
-  async function newOperation(items: number, batchSize: number) {
-    const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
-    const scope = { organizationId: organization_id, conversationId: randomUUID() };
-    const { operation } = await createOperation(db, scope, {
-      operationType: 'send_sms',
-      itemIds: ids(items),
-      batchSize,
-      queryParams: null,
-      notes: null,
-      execution: 'assistant',
-      actor: 'test',
-    });
-    return { scope, operationId: operation.id };
-  }
+  const newOperation = (items: number, batchSize: number) => newStoreOperation(db, items, batchSize);
 
   /** The in-flight count the API answers, the item rows leased, and the lease rows left. */
   async function books(scope: { organizationId: string; conversationId: string }, operationId: string) {

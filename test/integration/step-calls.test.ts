@@ -8,17 +8,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_STATUS } from '../../src/domain/operation.ts';
 import { LIFECYCLE } from '../../src/domain/operation-lifecycle.ts';
-import {
-  type ConversationScope,
-  createApiKey,
-  createOperation,
-  type Database,
-  leaseBatch,
-  type OpspadDatabase,
-  recordResults,
-} from '../../src/store/index.ts';
+import { type Database, leaseBatch, type OpspadDatabase, recordResults } from '../../src/store/index.ts';
 import { leaseStep, recordStep } from '../../src/store/step-calls.ts';
-import { ENGINES, ids, openTestDatabase } from '../helpers/harness.ts';
+import { ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
 
 /** `db`, counting the statements sent (a transaction's BEGIN and COMMIT count as two). */
 function counting(db: Database): { db: Database; statements: () => number } {
@@ -57,21 +49,8 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     await db.close();
   });
 
-  async function newOperation(items: number, batchSize: number, extra: { maxFailureRate?: number } = {}) {
-    const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
-    const scope: ConversationScope = { organizationId: organization_id, conversationId: randomUUID() };
-    const { operation } = await createOperation(db, scope, {
-      operationType: 'send_sms',
-      itemIds: ids(items),
-      batchSize,
-      queryParams: null,
-      notes: null,
-      execution: 'assistant',
-      actor: 'test',
-      ...extra,
-    });
-    return { scope, operationId: operation.id };
-  }
+  const newOperation = (items: number, batchSize: number, extra: { maxFailureRate?: number } = {}) =>
+    newStoreOperation(db, items, batchSize, extra);
 
   const itemRows = (operationId: string) =>
     db.query<{ item_id: string; status: string; lease_owner: string | null }>(
