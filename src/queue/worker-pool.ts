@@ -77,6 +77,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     );
   }
 
+  let closing: Promise<void> | undefined;
   const processor = createRunBatchProcessor({
     db: options.db,
     handlers: options.handlers,
@@ -88,6 +89,8 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     fairShare: (type) => fairShares.get(type),
     batchTimeoutMs: options.batchTimeoutMs,
     batchGraceMs: options.batchGraceMs,
+    jobLockMs: options.jobLockTtlMs,
+    closing: () => closing !== undefined,
   });
 
   const workers = options.handlers.types.map((type) => {
@@ -124,7 +127,6 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   });
   options.logger.info({ types: options.handlers.types }, 'workers started');
 
-  let closing: Promise<void> | undefined;
   return {
     close(graceMs = 10_000) {
       closing ??= (async () => {

@@ -8,6 +8,12 @@
  * recorded only while its items are still leased to this job, so a late worker never overwrites
  * the one that took over.
  *
+ * A job goes on with the lane's next batch itself, instead of queueing a job for it, while its
+ * slice lasts (LANE_SLICE_MS): each batch still takes its own fair-share slot, lease, record,
+ * progress and log line, but the job chain's Redis round trips (add, fetch, finish: about six per
+ * batch) are paid once per slice. A handler with a rate limit gets one batch per job: BullMQ's
+ * limiter counts jobs.
+ *
  * Before leasing, the step takes a slot under the fleet's fair share (queue/fair-share.ts); a
  * job whose organization already holds its share while others wait is parked instead. The
  * handler runs inside the batch's time budget (run-within-budget.ts): a handler that ignores its
@@ -54,15 +60,39 @@ export interface RunBatchDeps {
   batchTimeoutMs: number;
   /** How long a handler may run on after its signal fired before it is left behind. */
   batchGraceMs: number;
+  /** How long a job goes on with its lane's next batches (default LANE_SLICE_MS; 0: one batch a job). */
+  sliceMs?: number;
+  /** The workers' job lock duration: a job renews its lock with it before each further batch. */
+  jobLockMs: number;
+  /** True once the worker pool is closing: a job then runs no further batch. */
+  closing?(): boolean;
 }
+
+/**
+ * How long a job goes on with its lane's next batches before it hands the lane to a new job.
+ * Bounded so a job's span, its log and a worker's share of the lanes stay readable and move
+ * between processes; fairness is per batch whatever the slice (each batch takes its own slot).
+ */
+export const LANE_SLICE_MS = 1000;
 
 export interface RunBatchResult {
   leased: number;
   completed: number;
   failed: number;
   released: number;
+  /** The batches this job ran (its slice). */
+  batches: number;
   next: 'enqueued' | 'completed_operation' | 'stopped';
 }
+
+/**
+ * One batch's outcome; `continue`: the lane has more, not queued yet: the job decides.
+ * `interrupted`: a signal (pause, cancel, shutdown, the time budget) cut the batch short.
+ */
+type StepResult = Omit<RunBatchResult, 'batches' | 'next'> & {
+  next: RunBatchResult['next'] | 'continue';
+  interrupted?: boolean;
+};
 
 function isAppError(error: unknown, ...codes: AppError['code'][]): boolean {
   return error instanceof AppError && codes.includes(error.code);
@@ -125,14 +155,52 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
     }
     const owner = String(job.id);
     const fair = deps.fairShare?.(step.operation_type);
-    const slot = fair ? await fair.acquire(step.organization_id, owner) : undefined;
+    let slot = fair ? await fair.acquire(step.organization_id, owner) : undefined;
     if (fair && !slot) {
       deps.metrics.batchesDeferred.inc({ operation_type: step.operation_type });
       await fair.park(job, token);
       throw new DelayedError();
     }
+    // Without a lock token (a job not run by a worker) there is no lock to hold: one batch.
+    const sliceMs = handler.rateLimit || token === undefined ? 0 : (deps.sliceMs ?? LANE_SLICE_MS);
+    const sliceEnds = Date.now() + sliceMs;
+    const total = { leased: 0, completed: 0, failed: 0, released: 0, batches: 0 };
     try {
-      return await runStep(deps, job, step, handler, shutdownSignal);
+      for (;;) {
+        const ran = await runStep(deps, job, step, handler, shutdownSignal, {
+          mayContinue: sliceMs > 0,
+          batch: total.batches + 1,
+        });
+        total.leased += ran.leased;
+        total.completed += ran.completed;
+        total.failed += ran.failed;
+        total.released += ran.released;
+        total.batches += 1;
+        if (ran.next !== 'continue') {
+          return { ...total, next: ran.next };
+        }
+        // The slice is over, the worker is stopping, or a signal cut the batch short: the
+        // lane's next batch is a new job, as it was before slices.
+        if (Date.now() >= sliceEnds || shutdownSignal?.aborted || deps.closing?.() || ran.interrupted) {
+          await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
+          return { ...total, next: 'enqueued' };
+        }
+        slot?.release();
+        slot = undefined;
+        // Only while this run still holds the job: a run that stalled (a frozen process) and was
+        // handed to another worker must not lease beside it under the same owner.
+        // 1 when extended, 0 when the token no longer holds the lock (a number on either backend).
+        if (Number(await job.extendLock(token as string, deps.jobLockMs)) < 1) {
+          return { ...total, next: 'stopped' };
+        }
+        // The next batch takes a slot of its own, as a new job would: another organization
+        // waiting its turn gets it, and this lane goes back to the queue.
+        slot = fair ? await fair.acquire(step.organization_id, owner) : undefined;
+        if (fair && !slot) {
+          await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
+          return { ...total, next: 'enqueued' };
+        }
+      }
     } finally {
       slot?.release();
     }
@@ -145,7 +213,8 @@ async function runStep(
   step: RunBatchPayload,
   handler: Handler,
   shutdownSignal: AbortSignal | undefined,
-): Promise<RunBatchResult> {
+  slice: { mayContinue: boolean; batch: number },
+): Promise<StepResult> {
   const owner = String(job.id);
   const scope = { organizationId: step.organization_id, conversationId: step.conversation_id };
   const logger = deps.logger.child({ operation_id: step.operation_id, job_id: owner });
@@ -303,7 +372,7 @@ async function runStep(
       percent: counts.total_items === 0 ? 100 : Math.floor((recordedCount / counts.total_items) * 100),
     }),
     job.log(
-      `lane ${step.lane} step ${step.seq}: ${outcome.completed.length} completed, ${outcome.failed.length} failed` +
+      `lane ${step.lane} step ${step.seq}${slice.batch > 1 ? ` batch ${slice.batch}` : ''}: ${outcome.completed.length} completed, ${outcome.failed.length} failed` +
         `${outcome.unhandled.length > 0 ? `, ${outcome.unhandled.length} released` : ''}` +
         `${ran.abandoned ? ` (handler left behind: it ignored its signal (${ran.stoppedBy}) past the grace period)` : ''}; ` +
         `operation ${recordedCount}/${counts.total_items} recorded`,
@@ -327,6 +396,9 @@ async function runStep(
   // finds nothing to lease ends itself, so an extra step costs one empty lease.
   // The counts were read before this step gave its unhandled items back: those are pending now.
   if (counts.remaining_count - (counts.in_flight_count - released) > 0) {
+    if (slice.mayContinue) {
+      return { ...result, next: 'continue', interrupted: ran.stoppedBy !== undefined };
+    }
     await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
     return { ...result, next: 'enqueued' };
   }

@@ -1,0 +1,91 @@
+/**
+ * Lane slices (src/queue/processors/run-batch.ts): a batch job goes on with its lane's next
+ * batches itself for a while instead of queueing a job for each, every batch still leased,
+ * recorded and logged on its own; a handler with a rate limit keeps one batch per job (BullMQ's
+ * limiter counts jobs). Every item is handled exactly once either way.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Job } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ItemHandler } from '../../src/handlers/types.ts';
+import { batchQueueName } from '../../src/queue/catalog.ts';
+import { type Harness, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
+import { finished, waitForProgress } from '../helpers/wait.ts';
+
+describe.each(QUEUE_BACKENDS)('lane slices (postgres database, %s queue)', (queue) => {
+  let harness: Harness;
+  let tenant: Tenant;
+  const handled = new Map<string, number>();
+  const count = (itemId: string) => handled.set(itemId, (handled.get(itemId) ?? 0) + 1);
+  const quick: ItemHandler = { type: 'quick', concurrency: 2, handle: async (itemId) => void count(itemId) };
+  // A limit far above what the test needs: it changes how jobs are cut, not how fast they run.
+  const metered: ItemHandler = {
+    type: 'metered',
+    concurrency: 2,
+    rateLimit: { max: 100_000, durationMs: 1000 },
+    batchSize: 5,
+    handle: async (itemId) => void count(itemId),
+  };
+
+  beforeAll(async () => {
+    harness = await startHarness('postgres', { queue, workers: true, handlers: [quick, metered] });
+    tenant = await harness.newTenant();
+  });
+  afterAll(async () => {
+    await harness.close();
+  });
+
+  /** Runs an operation of `items` ids in one lane to its end; returns its jobs as they finished. */
+  async function runOneLane(type: string, prefix: string, items: number) {
+    const conversation = randomUUID();
+    const itemIds = ids(items, prefix);
+    const created = await tenant.op(conversation, {
+      action: 'create',
+      operation_type: type,
+      total_items: items,
+      item_ids: itemIds,
+      batch_size: 5,
+      max_parallel_batches: 1,
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    const operationId = created.body.operation_id as string;
+    const end = await waitForProgress(harness.url, tenant, operationId, finished);
+    expect(end).toMatchObject({ status: 'completed', completed_count: items, failed_count: 0 });
+    expect(itemIds.map((id) => handled.get(id))).toEqual(itemIds.map(() => 1));
+    const batchQueue = harness.service.dispatcher.queues.find((q) => q.name === batchQueueName(type));
+    const jobs: Job[] = (await batchQueue?.getJobs(['completed'])) ?? [];
+    const leased = await harness.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM operation_event WHERE operation_id = $1 AND kind = 'batch_leased'`,
+      [operationId],
+    );
+    return {
+      jobs: jobs.filter((job) => job.data.operation_id === operationId),
+      batchesLeased: leased[0]?.n ?? 0,
+    };
+  }
+
+  it("runs a lane's batches in fewer jobs than batches, each batch leased, recorded and logged", async () => {
+    const { jobs, batchesLeased } = await runOneLane('quick', 'slice', 60);
+    expect(batchesLeased).toBe(12);
+    const results = jobs.map((job) => job.returnvalue as { batches: number; leased: number });
+    expect(results.reduce((sum, r) => sum + r.leased, 0)).toBe(60);
+    expect(jobs.length).toBeLessThan(12);
+    expect(Math.max(...results.map((r) => r.batches))).toBeGreaterThan(1);
+    // Every batch still writes its own log line, under the job that ran it.
+    const batchQueue = harness.service.dispatcher.queues.find((q) => q.name === batchQueueName('quick'));
+    let lines = 0;
+    for (const job of jobs) {
+      const { logs } = (await batchQueue?.getJobLogs(String(job.id))) ?? { logs: [] };
+      lines += logs.filter((line) => /^lane 0 step \d+( batch \d+)?: 5 completed/.test(line)).length;
+    }
+    expect(lines).toBe(12);
+  });
+
+  it('keeps one batch per job for a handler with a rate limit', async () => {
+    const { jobs, batchesLeased } = await runOneLane('metered', 'metered', 30);
+    expect(batchesLeased).toBe(6);
+    const results = jobs.map((job) => job.returnvalue as { batches: number; leased: number });
+    expect(results.every((r) => r.batches === 1)).toBe(true);
+    expect(results.filter((r) => r.leased > 0)).toHaveLength(6);
+  });
+});
