@@ -316,6 +316,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
           jobLockTtlMs: config.OPSPAD_JOB_LOCK_TTL,
           batchTimeoutMs: config.OPSPAD_BATCH_TIMEOUT,
           batchGraceMs: config.OPSPAD_BATCH_GRACE,
+          laneSliceMs: config.OPSPAD_LANE_SLICE,
         }),
       (pool) => () => pool.close(0),
     );

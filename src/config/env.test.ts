@@ -45,6 +45,7 @@ describe('loadConfig', () => {
       OPSPAD_SHUTDOWN_TIMEOUT: 15_000,
       OPSPAD_BATCH_TIMEOUT: 60_000,
       OPSPAD_BATCH_GRACE: 5_000,
+      OPSPAD_LANE_SLICE: 1_000,
       OPSPAD_RECITE_MAX_CHARS: 4000,
       OPSPAD_CONTEXT_MAX_TOKENS: 1500,
       OPSPAD_LLM_TIMEOUT: 60_000,
@@ -127,6 +128,12 @@ describe('loadConfig', () => {
     expect(config.OPSPAD_BATCH_TIMEOUT).toBe(90_000);
     expect(config.OPSPAD_BATCH_GRACE).toBe(250);
     expect(() => loadConfig({ OPSPAD_BATCH_TIMEOUT: '0s' })).toThrow(/OPSPAD_BATCH_TIMEOUT: must be longer than 0/);
+  });
+
+  it('reads the lane slice as a duration that may be 0 (one batch per job)', () => {
+    expect(loadConfig({ OPSPAD_LANE_SLICE: '250ms' }).OPSPAD_LANE_SLICE).toBe(250);
+    expect(loadConfig({ OPSPAD_LANE_SLICE: '0' }).OPSPAD_LANE_SLICE).toBe(0);
+    expect(() => loadConfig({ OPSPAD_LANE_SLICE: '-1s' })).toThrow(/OPSPAD_LANE_SLICE: must be a duration/);
   });
 
   it('parses numbers and keeps a valid DATABASE_URL', () => {

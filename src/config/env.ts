@@ -13,6 +13,7 @@ import { ConfigError } from './config-error.ts';
 import {
   clusterNodes,
   duration,
+  durationOrZero,
   flag,
   keepCount,
   keyValueList,
@@ -153,6 +154,8 @@ const workersPart = part({
   OPSPAD_BATCH_TIMEOUT: duration.default(60_000),
   /** How long a handler may hold its slot after its signal fired before the batch is abandoned. */
   OPSPAD_BATCH_GRACE: duration.default(5_000),
+  /** How long a batch job goes on with its lane's next batches; 0: one batch per job. */
+  OPSPAD_LANE_SLICE: durationOrZero.default(1_000),
 });
 
 /** What reorganizes scratchpads, and when. */

@@ -42,19 +42,21 @@ export const list = z
 
 const DURATION_UNITS_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
+const milliseconds = z.union([z.number(), z.string()]).transform((value, ctx) => {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(String(value));
+  if (!match) {
+    ctx.addIssue({ code: 'custom', message: 'must be a duration such as 500ms, 30s, 15m, 12h or 7d' });
+    return z.NEVER;
+  }
+  const unit = (match[2] ?? 'ms') as keyof typeof DURATION_UNITS_MS;
+  return Math.round(Number(match[1]) * DURATION_UNITS_MS[unit]);
+});
+
 /** A duration such as `7d`, `12h`, `30m`, `15s`, `500ms`, or a plain number of milliseconds. */
-export const duration = z
-  .union([z.number(), z.string()])
-  .transform((value, ctx) => {
-    const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(String(value));
-    if (!match) {
-      ctx.addIssue({ code: 'custom', message: 'must be a duration such as 500ms, 30s, 15m, 12h or 7d' });
-      return z.NEVER;
-    }
-    const unit = (match[2] ?? 'ms') as keyof typeof DURATION_UNITS_MS;
-    return Math.round(Number(match[1]) * DURATION_UNITS_MS[unit]);
-  })
-  .pipe(z.number().int().positive('must be longer than 0'));
+export const duration = milliseconds.pipe(z.number().int().positive('must be longer than 0'));
+
+/** A {@link duration} that may also be 0 (the feature it bounds is off). */
+export const durationOrZero = milliseconds.pipe(z.number().int().min(0, 'must be 0 or longer'));
 
 /** `<count>/<duration>`, e.g. `1000/1s` or `600/1m`: at most count events per window. */
 export const perWindow = z

@@ -32,6 +32,8 @@ export interface WorkerPoolOptions {
   batchTimeoutMs: number;
   /** How long a handler may run on after its signal fired (OPSPAD_BATCH_GRACE). */
   batchGraceMs: number;
+  /** How long a job goes on with its lane's next batches (OPSPAD_LANE_SLICE; 0: one batch a job). */
+  laneSliceMs?: number;
 }
 
 export interface WorkerPool {
@@ -90,6 +92,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     batchTimeoutMs: options.batchTimeoutMs,
     batchGraceMs: options.batchGraceMs,
     jobLockMs: options.jobLockTtlMs,
+    sliceMs: options.laneSliceMs,
     closing: () => closing !== undefined,
   });
 

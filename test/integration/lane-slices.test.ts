@@ -2,7 +2,8 @@
  * Lane slices (src/queue/processors/run-batch.ts): a batch job goes on with its lane's next
  * batches itself for a while instead of queueing a job for each, every batch still leased,
  * recorded and logged on its own; a handler with a rate limit keeps one batch per job (BullMQ's
- * limiter counts jobs). Every item is handled exactly once either way.
+ * limiter counts jobs), and so does every handler with OPSPAD_LANE_SLICE=0. Every item is
+ * handled exactly once either way.
  */
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
@@ -12,9 +13,15 @@ import { batchQueueName } from '../../src/queue/catalog.ts';
 import { type Harness, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
 import { finished, waitForProgress } from '../helpers/wait.ts';
 
-describe.each(QUEUE_BACKENDS)('lane slices (postgres database, %s queue)', (queue) => {
+const CASES = [
+  ...QUEUE_BACKENDS.map((queue) => ({ queue, slice: 'default' })),
+  { queue: 'redis' as const, slice: '0' },
+];
+
+describe.each(CASES)('lane slices (postgres database, $queue queue, OPSPAD_LANE_SLICE $slice)', ({ queue, slice }) => {
   let harness: Harness;
   let tenant: Tenant;
+  const sliced = slice !== '0';
   const handled = new Map<string, number>();
   const count = (itemId: string) => handled.set(itemId, (handled.get(itemId) ?? 0) + 1);
   const quick: ItemHandler = { type: 'quick', concurrency: 2, handle: async (itemId) => void count(itemId) };
@@ -28,7 +35,12 @@ describe.each(QUEUE_BACKENDS)('lane slices (postgres database, %s queue)', (queu
   };
 
   beforeAll(async () => {
-    harness = await startHarness('postgres', { queue, workers: true, handlers: [quick, metered] });
+    harness = await startHarness('postgres', {
+      queue,
+      workers: true,
+      handlers: [quick, metered],
+      env: sliced ? {} : { OPSPAD_LANE_SLICE: '0' },
+    });
     tenant = await harness.newTenant();
   });
   afterAll(async () => {
@@ -64,13 +76,17 @@ describe.each(QUEUE_BACKENDS)('lane slices (postgres database, %s queue)', (queu
     };
   }
 
-  it("runs a lane's batches in fewer jobs than batches, each batch leased, recorded and logged", async () => {
+  it("runs a lane's batches in fewer jobs than batches (unless off), each batch leased, recorded and logged", async () => {
     const { jobs, batchesLeased } = await runOneLane('quick', 'slice', 60);
     expect(batchesLeased).toBe(12);
     const results = jobs.map((job) => job.returnvalue as { batches: number; leased: number });
     expect(results.reduce((sum, r) => sum + r.leased, 0)).toBe(60);
-    expect(jobs.length).toBeLessThan(12);
-    expect(Math.max(...results.map((r) => r.batches))).toBeGreaterThan(1);
+    if (sliced) {
+      expect(jobs.length).toBeLessThan(12);
+      expect(Math.max(...results.map((r) => r.batches))).toBeGreaterThan(1);
+    } else {
+      expect(results.every((r) => r.batches === 1)).toBe(true); // off: one batch per job
+    }
     // Every batch still writes its own log line, under the job that ran it.
     const batchQueue = harness.service.dispatcher.queues.find((q) => q.name === batchQueueName('quick'));
     let lines = 0;

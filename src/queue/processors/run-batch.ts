@@ -69,8 +69,8 @@ export interface RunBatchDeps {
 }
 
 /**
- * How long a job goes on with its lane's next batches before it hands the lane to a new job.
- * Bounded so a job's span, its log and a worker's share of the lanes stay readable and move
+ * How long a job goes on with its lane's next batches before it hands the lane to a new job,
+ * unless OPSPAD_LANE_SLICE says otherwise. Bounded so a job's span, its log and a worker's share of the lanes stay readable and move
  * between processes; fairness is per batch whatever the slice (each batch takes its own slot).
  */
 export const LANE_SLICE_MS = 1000;
