@@ -169,7 +169,8 @@ export const assistantOperationItem = pgTable(
     // No index names status, lease_owner or lease_expires_at, not even in a predicate: then a
     // row's pending → leased → completed changes are HOT updates (no new index entries, dead
     // versions pruned in the page without vacuum), helped by the table's fillfactor
-    // (drizzle/0005_ledger_leases.sql). Leases are found through assistant_operation_lease.
+    // (25: drizzle/0006_ledger_leases.sql, 0009_item_fillfactor.sql). Leases are found through
+    // assistant_operation_lease.
     // The failure page of `get` and `retry_failed` read only failed rows; only a failure sets
     // reason, so this index leaves the other changes HOT.
     index('idx_assistant_operation_item_failure').on(t.operationId, t.ordinal).where(sql`reason IS NOT NULL`),

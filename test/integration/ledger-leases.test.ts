@@ -127,6 +127,6 @@ describe.each(ENGINES)('lease bookkeeping on %s', (engine) => {
     const [table] = await db.query<{ options: string[] | null }>(
       `SELECT reloptions AS options FROM pg_class WHERE oid = 'assistant_operation_item'::regclass`,
     );
-    expect(table?.options).toContain('fillfactor=50');
+    expect(table?.options).toContain('fillfactor=25');
   });
 });
