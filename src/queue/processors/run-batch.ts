@@ -22,17 +22,15 @@
  */
 import { DelayedError, type Job, UnrecoverableError } from 'bullmq';
 import { AppError } from '../../domain/errors.ts';
-import { HANDLER_DEFAULTS, type HandlerRegistry } from '../../handlers/registry.ts';
+import type { HandlerRegistry } from '../../handlers/registry.ts';
 import type { Handler } from '../../handlers/types.ts';
 import type { Logger } from '../../logger.ts';
 import type { Metrics } from '../../metrics.ts';
 import {
-  type ConversationScope,
   completeIfDone,
   type Database,
   extendLeases,
   leaseBatch,
-  leaseCountsOf,
   recordResults,
   releaseLeasedItems,
 } from '../../store/index.ts';
@@ -40,7 +38,8 @@ import { ATTR, annotateActiveSpan, inSpan } from '../../telemetry/spans.ts';
 import { RunBatchPayload } from '../catalog.ts';
 import type { Dispatcher } from '../dispatcher.ts';
 import type { FairShare } from '../fair-share.ts';
-import { type BudgetedOutcome, runWithinBudget } from './run-within-budget.ts';
+import { failExhausted } from './fail-exhausted.ts';
+import { runWithinBudget } from './run-within-budget.ts';
 
 export interface RunBatchDeps {
   db: Database;
@@ -96,42 +95,6 @@ type StepResult = Omit<RunBatchResult, 'batches' | 'next'> & {
 
 function isAppError(error: unknown, ...codes: AppError['code'][]): boolean {
   return error instanceof AppError && codes.includes(error.code);
-}
-
-/**
- * Items the budget cut short that have now been leased `attempts` times fail, with why: without
- * this, an item whose handling never fits in a budget would be handed out forever. The others
- * go back to pending with the rest.
- */
-async function failExhausted(
-  deps: RunBatchDeps,
-  scope: ConversationScope,
-  operationId: string,
-  owner: string,
-  handler: Handler,
-  budgetMs: number,
-  outcome: BudgetedOutcome,
-): Promise<BudgetedOutcome> {
-  if (outcome.exhausted.length === 0) {
-    return outcome;
-  }
-  const limit = handler.attempts ?? HANDLER_DEFAULTS.attempts;
-  const leases = await leaseCountsOf(deps.db, scope, operationId, owner, outcome.exhausted);
-  const spent = [...leases].filter(([, count]) => count >= limit);
-  if (spent.length === 0) {
-    return outcome;
-  }
-  const last = outcome.lastError ? `; last error: ${outcome.lastError}` : '';
-  const failed = spent.map(([id, count]) => ({
-    id,
-    reason: `no result within the batch time budget (${budgetMs} ms) in ${count} tries${last}`.slice(0, 2000),
-  }));
-  const spentIds = new Set(spent.map(([id]) => id));
-  return {
-    ...outcome,
-    failed: [...outcome.failed, ...failed],
-    unhandled: outcome.unhandled.filter((id) => !spentIds.has(id)),
-  };
 }
 
 export function createRunBatchProcessor(deps: RunBatchDeps) {
@@ -313,7 +276,7 @@ async function runStep(
       'handler ignored its signal past the grace period; batch abandoned and its items given back',
     );
   }
-  const outcome = await failExhausted(deps, scope, op.id, owner, handler, budgetMs, ran);
+  const outcome = await failExhausted(deps.db, scope, op.id, owner, handler, budgetMs, ran);
 
   let after = op;
   let counts = lease.counts;
