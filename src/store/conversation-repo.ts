@@ -15,6 +15,11 @@ export interface ConversationScope {
  * Creates the organization's conversation if it does not exist, then locks its row for the
  * rest of the transaction when `lock` is set. Creates, resumes and retries lock it first, so
  * concurrent ones in one conversation queue up instead of tripping the unique index.
+ *
+ * Both in one statement: `ON CONFLICT DO UPDATE ... WHERE false` updates nothing but locks the
+ * row it conflicts with (FOR UPDATE: the key is among the columns named), a row another
+ * transaction has just inserted included, once that one commits. A row this statement inserts
+ * is invisible to everyone else until commit, which is as good as the lock.
  */
 export async function ensureConversation(
   tx: Queryable,
@@ -23,15 +28,9 @@ export async function ensureConversation(
 ): Promise<void> {
   await tx.query(
     `INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
-     ON CONFLICT (organization_id, id) DO NOTHING`,
+     ON CONFLICT (organization_id, id) ${lock ? 'DO UPDATE SET id = excluded.id WHERE false' : 'DO NOTHING'}`,
     [scope.conversationId, scope.organizationId],
   );
-  if (lock) {
-    await tx.query('SELECT 1 FROM assistant_conversation WHERE organization_id = $1 AND id = $2 FOR UPDATE', [
-      scope.organizationId,
-      scope.conversationId,
-    ]);
-  }
 }
 
 /** Whether the organization has used this conversation id (reading never creates it). */

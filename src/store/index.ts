@@ -10,6 +10,7 @@ export * from './operation-repo.ts';
 export * from './operator-view-repo.ts';
 export * from './organization-operations-repo.ts';
 export * from './organization-repo.ts';
+export * from './render-log.ts';
 export * from './scratchpad-history.ts';
 export * from './scratchpad-reorganization.ts';
 export * from './scratchpad-repo.ts';

@@ -42,6 +42,12 @@ export async function assertBackgroundCapacity(
   }
 }
 
+/** The SET of an operation paused because a newer one became active; `reason`: a text parameter. */
+export function pausedByNewerSet(reason: string): string {
+  return `status = 'paused', updated_at = now(),
+    state_json = state_json || jsonb_build_object('paused_reason', ${reason}::text, 'paused_by', '${NEWER_OPERATION}')`;
+}
+
 /** Pauses the conversation's active operation, if any, other than `exceptId`. */
 export async function pauseActive(
   tx: Queryable,
@@ -51,9 +57,7 @@ export async function pauseActive(
   exceptId?: string,
 ): Promise<string | null> {
   const rows = await tx.query<{ id: string }>(
-    `UPDATE assistant_operation
-     SET status = 'paused', updated_at = now(),
-         state_json = state_json || jsonb_build_object('paused_reason', $4::text, 'paused_by', '${NEWER_OPERATION}')
+    `UPDATE assistant_operation SET ${pausedByNewerSet('$4')}
      WHERE organization_id = $1 AND conversation_id = $2 AND status = 'active'
        AND id IS DISTINCT FROM $3::uuid
      RETURNING id`,

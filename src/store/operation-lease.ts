@@ -64,7 +64,8 @@ export interface LeaseResult {
  * leaser.
  */
 export async function leaseBatch(db: Database, scope: ConversationScope, params: LeaseParams): Promise<LeaseResult> {
-  // The usual case first, in one round trip (step-calls.ts); it changes nothing when it is not.
+  // The usual cases first, in one round trip (step-calls.ts): a batch from the cursor, or none when
+  // no item is pending at all. The call changes nothing when the case is another.
   const step = params.operationId ? await leaseStep(db, scope, { ...params, operationId: params.operationId }) : null;
   if (step) {
     return { ...step, reclaimed: 0 };

@@ -1,6 +1,6 @@
 /**
  * The scratchpad's history: earlier versions (keyset pages, counts only) and what each context
- * render told the assistant.
+ * render told the assistant (written by render-log.ts).
  *
  * Lock order: none (appends and snapshot reads). Cost: one index range per page, bounded by `limit`.
  */
@@ -39,19 +39,6 @@ export async function listPadVersions(
     ...rest,
     counts: { goals, open_items, facts, refs },
   }));
-}
-
-/** Remembers what a context render told the assistant: pad version, size and hash. */
-export async function recordContextRender(
-  db: Queryable,
-  scope: ConversationScope,
-  render: { padVersion: number; chars: number; sha256: string },
-): Promise<void> {
-  await db.query(
-    `INSERT INTO context_render (conversation_id, organization_id, pad_version, chars, sha256)
-     VALUES ($1, $2, $3, $4, $5)`,
-    [scope.conversationId, scope.organizationId, render.padVersion, render.chars, render.sha256],
-  );
 }
 
 export async function listContextRenders(db: Queryable, scope: ConversationScope, limit: number) {

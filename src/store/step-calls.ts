@@ -11,9 +11,10 @@
  * Cost: O(batch), one round trip; the statements are those of the general path.
  *
  * Each returns null, having changed nothing, when the case is not the usual one (not active, an
- * expired lease to reclaim, a lease to renew, nothing from the cursor, a circuit breaker, an id
- * that was not recordable, a deadlock): the caller then runs the general transaction, which
- * decides it exactly as before.
+ * expired lease to reclaim, a lease to renew, pending items not found from the cursor, a circuit
+ * breaker, an id that was not recordable, a deadlock): the caller then runs the general
+ * transaction, which decides it exactly as before. A lease that finds nothing because no item is
+ * pending at all answers "no batch" itself (drizzle/0010_empty_lease_step.sql).
  */
 import type { OperationCounts, OperationRecord } from '../domain/operation.ts';
 import { countsOf } from '../domain/operation.ts';

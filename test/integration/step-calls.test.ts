@@ -114,6 +114,73 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     expect(leases).toEqual([]); // both batches spent: their lease rows are gone
   });
 
+  it('answers "no batch" in one statement when no item is pending, and moves the cursor to the end', async () => {
+    const { scope, operationId } = await newOperation(6, 3);
+    const a = await leaseBatch(db, scope, { operationId, owner: 'a', leaseSeconds: 300 });
+    await leaseBatch(db, scope, { operationId, owner: 'b', leaseSeconds: 300 });
+    const eventsBefore = await events(operationId);
+    const { db: counted, statements } = counting(db);
+
+    // Every item in flight: nothing to lease, nothing changed, no lease row for the caller.
+    const inFlight = await leaseBatch(counted, scope, { operationId, owner: 'c', leaseSeconds: 300 });
+    expect(statements()).toBe(1);
+    expect(inFlight.batch).toEqual([]);
+    expect(inFlight.counts).toMatchObject({ remaining_count: 6, in_flight_count: 6 });
+    expect(await events(operationId)).toEqual(eventsBefore);
+    const owners = await db.query<{ owner: string }>(
+      'SELECT owner FROM assistant_operation_lease WHERE operation_id = $1 ORDER BY owner',
+      [operationId],
+    );
+    expect(owners.map((row) => row.owner)).toEqual(['a', 'b']);
+
+    // One batch recorded: its lease row is spent, and the empty answer drops it as the general path does.
+    await db.query('UPDATE assistant_operation_lease SET remaining = 0 WHERE operation_id = $1 AND owner = $2', [
+      operationId,
+      'a',
+    ]);
+    await db.query(`UPDATE assistant_operation SET completed_count = 3 WHERE id = $1`, [operationId]);
+    await db.query(
+      `UPDATE assistant_operation_item SET status = 'completed' WHERE operation_id = $1 AND item_id = ANY($2)`,
+      [operationId, a.batch],
+    );
+    const spent = await leaseBatch(counted, scope, { operationId, owner: 'c', leaseSeconds: 300 });
+    expect(statements()).toBe(2);
+    expect(spent.counts).toMatchObject({ completed_count: 3, remaining_count: 3, in_flight_count: 3 });
+    expect(
+      await db.query('SELECT owner FROM assistant_operation_lease WHERE operation_id = $1', [operationId]),
+    ).toEqual([{ owner: 'b' }]);
+
+    // Items recorded without a lease leave the cursor behind: the empty answer moves it to the end.
+    const direct = await newOperation(4, 2);
+    await recordResults(db, direct.scope, {
+      operationId: direct.operationId,
+      completedIds: ids(4),
+      failed: [],
+      owner: 'x',
+    });
+    const done = await leaseBatch(counted, direct.scope, {
+      operationId: direct.operationId,
+      owner: 'x',
+      leaseSeconds: 300,
+    });
+    expect(statements()).toBe(3);
+    expect(done).toMatchObject({ batch: [], counts: { remaining_count: 0, in_flight_count: 0 } });
+    expect(done.operation.state_json.cursor).toBe(4);
+  });
+
+  it('leaves pending items it cannot find from the cursor to the general path, changing nothing', async () => {
+    const { scope, operationId } = await newOperation(6, 3);
+    // Pending items behind the cursor (what a lease that rolled back behind another leaves).
+    await db.query(`UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', '6') WHERE id = $1`, [
+      operationId,
+    ]);
+    const before = await itemRows(operationId);
+    expect(await leaseStep(db, scope, { operationId, owner: 'a', leaseSeconds: 300 })).toBeNull();
+    expect(await itemRows(operationId)).toEqual(before);
+    const found = await leaseBatch(db, scope, { operationId, owner: 'a', leaseSeconds: 300 });
+    expect(found.batch).toEqual(ids(6).slice(0, 3));
+  });
+
   it('serves exactly the statuses the lifecycle table allows a lease and a record in', async () => {
     for (const status of OPERATION_STATUS) {
       const { scope, operationId } = await newOperation(4, 2);
