@@ -14,6 +14,7 @@ import {
   createOperation,
   createPgliteDatabase,
   createPostgresDatabase,
+  type Database,
   type OpspadDatabase,
   runMigrations,
 } from '../../src/store/index.ts';
@@ -188,4 +189,31 @@ export async function newStoreOperation(
     ...extra,
   });
   return { scope, operationId: operation.id };
+}
+
+/** `db`, counting the statements sent (a transaction's BEGIN and COMMIT count as two). */
+export function counting(db: Database): { db: Database; statements: () => number } {
+  let n = 0;
+  const counted: Database = {
+    engine: db.engine,
+    query: (text, params) => {
+      n++;
+      return db.query(text, params);
+    },
+    transaction: (fn) =>
+      db.transaction((tx) => {
+        n += 2;
+        return fn({
+          ...tx,
+          copyIn: tx.copyIn,
+          query: (text, params) => {
+            n++;
+            return tx.query(text, params);
+          },
+        });
+      }),
+    withTryLock: (key, fn) => db.withTryLock(key, fn),
+    close: () => db.close(),
+  };
+  return { db: counted, statements: () => n };
 }

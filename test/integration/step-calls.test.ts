@@ -8,36 +8,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_STATUS } from '../../src/domain/operation.ts';
 import { LIFECYCLE } from '../../src/domain/operation-lifecycle.ts';
-import { type Database, leaseBatch, type OpspadDatabase, recordResults } from '../../src/store/index.ts';
+import { leaseBatch, type OpspadDatabase, recordResults } from '../../src/store/index.ts';
 import { leaseStep, recordStep } from '../../src/store/step-calls.ts';
-import { ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
-
-/** `db`, counting the statements sent (a transaction's BEGIN and COMMIT count as two). */
-function counting(db: Database): { db: Database; statements: () => number } {
-  let n = 0;
-  const counted: Database = {
-    engine: db.engine,
-    query: (text, params) => {
-      n++;
-      return db.query(text, params);
-    },
-    transaction: (fn) =>
-      db.transaction((tx) => {
-        n += 2;
-        return fn({
-          ...tx,
-          copyIn: tx.copyIn,
-          query: (text, params) => {
-            n++;
-            return tx.query(text, params);
-          },
-        });
-      }),
-    withTryLock: (key, fn) => db.withTryLock(key, fn),
-    close: () => db.close(),
-  };
-  return { db: counted, statements: () => n };
-}
+import { counting, ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
 
 describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
   let db: OpspadDatabase;

@@ -15,7 +15,7 @@ import {
   resumeOperation,
   runMigrations,
 } from '../../src/store/index.ts';
-import { ENGINES, ids, openTestDatabase } from '../helpers/harness.ts';
+import { counting, ENGINES, ids, openTestDatabase } from '../helpers/harness.ts';
 
 describe.each(ENGINES)('the store on %s', (engine) => {
   let db: OpspadDatabase;
@@ -108,6 +108,55 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     expect(await count()).toBe(0);
     const left = await db.query('SELECT 1 FROM operation_event WHERE operation_id = $1', [operation.id]);
     expect(left).toEqual([]);
+  });
+
+  it("creates an assistant's operation in four statements, pausing the active one, and a large one by COPY", async () => {
+    const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
+    const scope = { organizationId: organization_id, conversationId: randomUUID() };
+    const params = (itemIds: string[]) => ({
+      operationType: 'send_sms',
+      itemIds,
+      batchSize: 5,
+      queryParams: null,
+      notes: null,
+      execution: 'assistant' as const,
+      actor: 'test',
+    });
+    const { db: counted, statements } = counting(db);
+    const first = await createOperation(counted, scope, params(ids(30)));
+    expect(statements()).toBe(4); // begin, the conversation's lock, the create, commit
+    const second = await createOperation(counted, scope, params(ids(30)));
+    expect(statements()).toBe(8);
+    expect(second.pausedOperationId).toBe(first.operation.id);
+
+    const large = await createOperation(db, scope, params(ids(1_500)));
+    expect(large.pausedOperationId).toBe(second.operation.id);
+    const statuses = await db.query<{ id: string; status: string; items: number }>(
+      `SELECT o.id, o.status, (SELECT count(*)::int FROM assistant_operation_item i WHERE i.operation_id = o.id) AS items
+       FROM assistant_operation o WHERE o.organization_id = $1 ORDER BY o.created_at`,
+      [organization_id],
+    );
+    expect(statuses).toEqual([
+      { id: first.operation.id, status: 'paused', items: 30 },
+      { id: second.operation.id, status: 'paused', items: 30 },
+      { id: large.operation.id, status: 'active', items: 1_500 },
+    ]);
+    const events = await db.query<{ operation_id: string; kind: string; data: Record<string, unknown> }>(
+      'SELECT operation_id, kind, data FROM operation_event WHERE organization_id = $1 ORDER BY id',
+      [organization_id],
+    );
+    expect(events).toEqual(
+      expect.arrayContaining([
+        {
+          operation_id: first.operation.id,
+          kind: 'created',
+          data: { total_items: 30, batch_size: 5, execution: 'assistant' },
+        },
+        { operation_id: first.operation.id, kind: 'paused', data: { reason: 'a new operation was created' } },
+        { operation_id: second.operation.id, kind: 'paused', data: { reason: 'a new operation was created' } },
+      ]),
+    );
+    expect(events).toHaveLength(5);
   });
 
   it('rolls back every row of a create that fails halfway', async () => {
