@@ -15,6 +15,7 @@ import type { Queryable } from './db.ts';
 import { IN_FLIGHT_COLUMN } from './item-sql.ts';
 import { type OpenOperationsPage, openOperationsTotal } from './operation-reads.ts';
 import { LISTED_COLUMNS, OPERATION_COLUMNS } from './operation-row.ts';
+import { prepared } from './prepared.ts';
 import type { StoredRecitation } from './scratchpad-repo.ts';
 
 export interface ContextInputs {
@@ -32,28 +33,29 @@ type Row = Partial<ListedOperation & { in_flight_count: number }> & {
 
 const OPERATION_NAMES = OPERATION_COLUMNS.split(',').map((c) => c.trim());
 
+/** Planned once per connection (prepared.ts): two key probes and one conversation's operations. */
+const CONTEXT_INPUTS_SQL =
+  prepared(`SELECT EXISTS (SELECT 1 FROM assistant_conversation WHERE organization_id = $1 AND id = $2) AS conversation_exists,
+          p.version AS pad_version,
+          CASE WHEN ops.position IS NULL OR ops.position = 1 THEN p.recitation END AS pad_recitation,
+          ${OPERATION_NAMES.map((c) => `ops.${c}`).join(', ')}, ops.in_flight_count
+   FROM (SELECT 1) one
+   LEFT JOIN scratchpad p ON p.conversation_id = $2 AND p.organization_id = $1
+   LEFT JOIN LATERAL (
+     SELECT ${LISTED_COLUMNS('o.')}, ${IN_FLIGHT_COLUMN},
+            row_number() OVER (ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id) AS position
+     FROM assistant_operation o
+     WHERE o.organization_id = $1 AND o.conversation_id = $2 AND o.status IN ('active', 'paused')
+     ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id
+     LIMIT $3) ops ON true
+   ORDER BY ops.position`);
+
 export async function readContextInputs(
   db: Queryable,
   scope: ConversationScope,
   limit: number,
 ): Promise<ContextInputs> {
-  const rows = await db.query<Row>(
-    `SELECT EXISTS (SELECT 1 FROM assistant_conversation WHERE organization_id = $1 AND id = $2) AS conversation_exists,
-            p.version AS pad_version,
-            CASE WHEN ops.position IS NULL OR ops.position = 1 THEN p.recitation END AS pad_recitation,
-            ${OPERATION_NAMES.map((c) => `ops.${c}`).join(', ')}, ops.in_flight_count
-     FROM (SELECT 1) one
-     LEFT JOIN scratchpad p ON p.conversation_id = $2 AND p.organization_id = $1
-     LEFT JOIN LATERAL (
-       SELECT ${LISTED_COLUMNS('o.')}, ${IN_FLIGHT_COLUMN},
-              row_number() OVER (ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id) AS position
-       FROM assistant_operation o
-       WHERE o.organization_id = $1 AND o.conversation_id = $2 AND o.status IN ('active', 'paused')
-       ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id
-       LIMIT $3) ops ON true
-     ORDER BY ops.position`,
-    [scope.organizationId, scope.conversationId, limit],
-  );
+  const rows = await db.query<Row>(CONTEXT_INPUTS_SQL, [scope.organizationId, scope.conversationId, limit]);
   const first = rows[0];
   const operations = rows
     .filter((row) => row.id !== null && row.id !== undefined)

@@ -5,6 +5,7 @@
  * They are created on first use.
  */
 import type { Queryable } from './db.ts';
+import { prepared } from './prepared.ts';
 
 export interface ConversationScope {
   organizationId: string;
@@ -21,16 +22,17 @@ export interface ConversationScope {
  * transaction has just inserted included, once that one commits. A row this statement inserts
  * is invisible to everyone else until commit, which is as good as the lock.
  */
+const ENSURE_SQL = prepared(`INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
+     ON CONFLICT (organization_id, id) DO NOTHING`);
+const ENSURE_LOCKED_SQL = prepared(`INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
+     ON CONFLICT (organization_id, id) DO UPDATE SET id = excluded.id WHERE false`);
+
 export async function ensureConversation(
   tx: Queryable,
   scope: ConversationScope,
   { lock }: { lock: boolean },
 ): Promise<void> {
-  await tx.query(
-    `INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
-     ON CONFLICT (organization_id, id) ${lock ? 'DO UPDATE SET id = excluded.id WHERE false' : 'DO NOTHING'}`,
-    [scope.conversationId, scope.organizationId],
-  );
+  await tx.query(lock ? ENSURE_LOCKED_SQL : ENSURE_SQL, [scope.conversationId, scope.organizationId]);
 }
 
 /** Whether the organization has used this conversation id (reading never creates it). */

@@ -13,6 +13,7 @@ import { finished } from 'node:stream/promises';
 import type { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
+import { preparedName } from './prepared.ts';
 
 export type Row = Record<string, unknown>;
 
@@ -183,8 +184,12 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
     };
   };
 
-  const run = async <R extends object>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) =>
-    (await client.query<R & pg.QueryResultRow>(text, params as unknown[] | undefined)).rows as R[];
+  const run = async <R extends object>(client: pg.Pool | pg.PoolClient, text: string, params?: readonly unknown[]) => {
+    const values = params as unknown[] | undefined;
+    // Marked statements run by name, planned once per connection (prepared.ts); not through a pooler.
+    const name = behindPooler ? undefined : preparedName(text);
+    return (await client.query<R & pg.QueryResultRow>(name ? { name, text, values } : { text, values })).rows as R[];
+  };
 
   return {
     engine: 'postgres',

@@ -1,6 +1,7 @@
 /** The append-only audit trail of operations: what happened, when, and who did it. */
 import { OPERATION_EVENT_KINDS } from '../domain/operation-output.ts';
 import type { Queryable } from './db.ts';
+import { prepared } from './prepared.ts';
 
 export { OPERATION_EVENT_KINDS };
 
@@ -14,12 +15,17 @@ export interface NewOperationEvent {
   data: Record<string, unknown>;
 }
 
+const APPEND_EVENT_SQL = prepared(`INSERT INTO operation_event (operation_id, organization_id, kind, actor, data)
+     VALUES ($1, $2, $3, $4, $5::jsonb)`);
+
 export async function appendEvent(tx: Queryable, event: NewOperationEvent): Promise<void> {
-  await tx.query(
-    `INSERT INTO operation_event (operation_id, organization_id, kind, actor, data)
-     VALUES ($1, $2, $3, $4, $5::jsonb)`,
-    [event.operationId, event.organizationId, event.kind, event.actor, JSON.stringify(event.data)],
-  );
+  await tx.query(APPEND_EVENT_SQL, [
+    event.operationId,
+    event.organizationId,
+    event.kind,
+    event.actor,
+    JSON.stringify(event.data),
+  ]);
 }
 
 export interface OperationEvent {

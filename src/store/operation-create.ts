@@ -16,6 +16,7 @@ import type { Database, Queryable } from './db.ts';
 import { insertItems } from './item-sql.ts';
 import { assertBackgroundCapacity, pauseActive, pausedByNewerSet } from './operation-admission.ts';
 import { OPERATION_COLUMNS } from './operation-row.ts';
+import { prepared } from './prepared.ts';
 
 /** A create of at least this many items refreshes the item table's statistics (see createOperation). */
 const ANALYZE_AFTER_ITEMS = 10_000;
@@ -38,7 +39,7 @@ const CREATE_PAUSE_REASON = 'a new operation was created';
  * of a few ids); each round trip costs both processes a socket write, about 0.15 ms of this
  * machine's CPU, more than the rows.
  */
-const CREATE_SQL = `WITH paused AS (
+const CREATE_SQL = prepared(`WITH paused AS (
     UPDATE assistant_operation SET ${pausedByNewerSet('$9')}
     WHERE $8::boolean AND organization_id = $2 AND conversation_id = $1 AND status = 'active'
     RETURNING id),
@@ -57,7 +58,7 @@ const CREATE_SQL = `WITH paused AS (
   items AS (
     INSERT INTO assistant_operation_item (operation_id, ordinal, item_id)
     SELECT c.id, (u.o - 1)::int, u.v FROM created c, unnest($7::text[]) WITH ORDINALITY AS u(v, o))
-  SELECT created.*, (SELECT id FROM paused LIMIT 1) AS paused_operation_id FROM created`;
+  SELECT created.*, (SELECT id FROM paused LIMIT 1) AS paused_operation_id FROM created`);
 
 export interface CreateOperationParams {
   operationType: string;

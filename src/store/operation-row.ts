@@ -13,6 +13,7 @@ import { AppError } from '../domain/errors.ts';
 import type { OperationRecord, OperationState } from '../domain/operation.ts';
 import type { ConversationScope } from './conversation-repo.ts';
 import type { Queryable } from './db.ts';
+import { prepared } from './prepared.ts';
 
 export const OPERATION_COLUMNS = `id, conversation_id, organization_id, operation_type, status, total_items,
   completed_count, failed_count, state_json, created_at, updated_at`;
@@ -54,18 +55,24 @@ export function operationNotFound(operationId: string): AppError {
  * lock for their whole transaction: 4 lanes ran one at a time, and at batch 1,000 most of a
  * lease's or record's time was the wait for that lock (README, "Performance").
  */
+const LOCK_OPERATION_SQL = {
+  exclusive: prepared(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation
+     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3 FOR UPDATE`),
+  shared: prepared(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation
+     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3 FOR KEY SHARE`),
+};
+
 export async function lockOperation(
   tx: Queryable,
   scope: ConversationScope,
   operationId: string,
   mode: 'exclusive' | 'shared' = 'exclusive',
 ): Promise<OperationRecord> {
-  const rows = await tx.query<OperationRecord>(
-    `SELECT ${OPERATION_COLUMNS} FROM assistant_operation
-     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3
-     FOR ${mode === 'exclusive' ? 'UPDATE' : 'KEY SHARE'}`,
-    [operationId, scope.organizationId, scope.conversationId],
-  );
+  const rows = await tx.query<OperationRecord>(LOCK_OPERATION_SQL[mode], [
+    operationId,
+    scope.organizationId,
+    scope.conversationId,
+  ]);
   const op = rows[0];
   if (!op) {
     throw operationNotFound(operationId);
@@ -147,19 +154,23 @@ export async function resolveOperationId(
 }
 
 /** Sets the status and merges `statePatch`; a status other than paused drops the pause's reason. */
+const SET_STATUS_SQL = prepared(`UPDATE assistant_operation
+     SET status = $2, updated_at = now(), state_json = (state_json || $3::jsonb) - $4::text[]
+     WHERE id = $1
+     RETURNING ${OPERATION_COLUMNS}`);
+
 export async function setStatus(
   tx: Queryable,
   operationId: string,
   status: OperationRecord['status'],
   statePatch: Partial<OperationState> = {},
 ): Promise<OperationRecord> {
-  const rows = await tx.query<OperationRecord>(
-    `UPDATE assistant_operation
-     SET status = $2, updated_at = now(), state_json = (state_json || $3::jsonb) - $4::text[]
-     WHERE id = $1
-     RETURNING ${OPERATION_COLUMNS}`,
-    [operationId, status, JSON.stringify(statePatch), status === 'paused' ? [] : ['paused_reason', 'paused_by']],
-  );
+  const rows = await tx.query<OperationRecord>(SET_STATUS_SQL, [
+    operationId,
+    status,
+    JSON.stringify(statePatch),
+    status === 'paused' ? [] : ['paused_reason', 'paused_by'],
+  ]);
   return rows[0] as OperationRecord;
 }
 

@@ -14,6 +14,7 @@
  */
 import type { ConversationScope } from './conversation-repo.ts';
 import type { Queryable } from './db.ts';
+import { prepared } from './prepared.ts';
 
 export interface ContextRender {
   padVersion: number;
@@ -31,8 +32,9 @@ interface Pending {
 /** Rows of one INSERT at most: the statement's parameters stay a few tens of kilobytes. */
 const MAX_BATCH = 256;
 
-const INSERT_RENDERS = `INSERT INTO context_render (conversation_id, organization_id, pad_version, chars, sha256)
-  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::int[], $5::text[])`;
+const INSERT_RENDERS =
+  prepared(`INSERT INTO context_render (conversation_id, organization_id, pad_version, chars, sha256)
+  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::int[], $5::text[])`);
 
 class RenderLog {
   private queued: Pending[] = [];

@@ -20,6 +20,7 @@ import type { OperationCounts, OperationRecord } from '../domain/operation.ts';
 import { countsOf } from '../domain/operation.ts';
 import type { ConversationScope } from './conversation-repo.ts';
 import type { Queryable } from './db.ts';
+import { prepared } from './prepared.ts';
 
 /** The SQLSTATE opspad_record_step raises when an id of the report was not recordable. */
 const NOT_ALL_RECORDABLE = 'OPS01';
@@ -27,6 +28,9 @@ const NOT_ALL_RECORDABLE = 'OPS01';
 const TRY_THE_GENERAL_PATH = new Set([NOT_ALL_RECORDABLE, '40P01', '40001']);
 
 type StepRow = OperationRecord & { in_flight: number };
+
+const LEASE_STEP_SQL = prepared('SELECT * FROM opspad_lease_step($1, $2, $3, $4, $5, $6, $7)');
+const RECORD_STEP_SQL = prepared('SELECT * FROM opspad_record_step($1, $2, $3, $4, $5, $6)');
 
 export interface LeasedStep {
   operation: OperationRecord;
@@ -40,7 +44,7 @@ export async function leaseStep(
   scope: ConversationScope,
   params: { operationId: string; owner: string; leaseSeconds: number; batchSize?: number; epoch?: number },
 ): Promise<LeasedStep | null> {
-  const rows = await callStep<StepRow & { item_ids: string[] }>(db, 'opspad_lease_step($1, $2, $3, $4, $5, $6, $7)', [
+  const rows = await callStep<StepRow & { item_ids: string[] }>(db, LEASE_STEP_SQL, [
     params.operationId,
     scope.organizationId,
     scope.conversationId,
@@ -66,7 +70,7 @@ export async function recordStep(
   scope: ConversationScope,
   params: { operationId: string; owner: string; ids: readonly string[]; reasons: readonly (string | null)[] | null },
 ): Promise<{ operation: OperationRecord; counts: OperationCounts } | null> {
-  const rows = await callStep<StepRow>(db, 'opspad_record_step($1, $2, $3, $4, $5, $6)', [
+  const rows = await callStep<StepRow>(db, RECORD_STEP_SQL, [
     params.operationId,
     scope.organizationId,
     scope.conversationId,
@@ -83,9 +87,9 @@ export async function recordStep(
 }
 
 /** Runs the call; null when it refused the case (see TRY_THE_GENERAL_PATH). */
-async function callStep<R extends object>(db: Queryable, call: string, params: unknown[]): Promise<R[] | null> {
+async function callStep<R extends object>(db: Queryable, sql: string, params: unknown[]): Promise<R[] | null> {
   try {
-    return await db.query<R>(`SELECT * FROM ${call}`, params);
+    return await db.query<R>(sql, params);
   } catch (error) {
     const code = (error as { code?: unknown } | null)?.code;
     if (typeof code === 'string' && TRY_THE_GENERAL_PATH.has(code)) {
