@@ -19,7 +19,8 @@ import type { Database, Queryable } from './db.ts';
 import { appendEvent } from './event-repo.ts';
 import { abandonUnrecorded, countInFlight } from './item-sql.ts';
 import { assertBackgroundCapacity, pauseActive } from './operation-admission.ts';
-import { lockOperation, operationFinished, resolveOperationId, setStatus } from './operation-row.ts';
+import { lockOperation, OPERATION_COLUMNS, operationFinished, resolveOperationId, setStatus } from './operation-row.ts';
+import { prepared } from './prepared.ts';
 
 export interface FinishResult {
   operation: OperationRecord;
@@ -33,6 +34,33 @@ export interface StatusChange {
   pausedOperationId: string | null;
 }
 
+/**
+ * A complete with every item recorded (the usual one: an assistant's last call, a worker's last
+ * lane) in one statement, committed where it runs: the operation row, exclusive → its update →
+ * the `completed` event. It changes nothing when the case is another (items remain, the status is
+ * not one the lifecycle table completes, the operation is not the caller's), and returns no row;
+ * the transaction of completeOperation then decides that case. It was five round trips (begin,
+ * lock, update, event, commit).
+ */
+const COMPLETE_RECORDED_SQL = prepared(`WITH locked AS (
+    SELECT id, status, total_items, completed_count, failed_count, state_json FROM assistant_operation
+    WHERE id = $1 AND organization_id = $2 AND conversation_id = $3
+    FOR UPDATE),
+  done AS (
+    UPDATE assistant_operation o
+    SET status = 'completed', updated_at = now(), state_json = o.state_json - '{paused_reason,paused_by}'::text[]
+    FROM locked l
+    WHERE o.id = l.id AND l.status IN ('active', 'paused')
+      AND l.total_items - l.completed_count - l.failed_count
+          - coalesce((l.state_json->>'abandoned_count')::int, 0) = 0
+    RETURNING ${OPERATION_COLUMNS.split(',')
+      .map((column) => `o.${column.trim()}`)
+      .join(', ')}),
+  event AS (
+    INSERT INTO operation_event (operation_id, organization_id, kind, actor, data)
+    SELECT id, $2, 'completed', $4, '{"forced": false, "abandoned": 0}'::jsonb FROM done)
+  SELECT * FROM done`);
+
 /** The `complete` action. Refuses while items remain unless `force` (they become abandoned). */
 export async function completeOperation(
   db: Database,
@@ -40,6 +68,15 @@ export async function completeOperation(
   operationId: string,
   { force, actor }: { force: boolean; actor: string },
 ): Promise<FinishResult> {
+  const [recorded] = await db.query<OperationRecord>(COMPLETE_RECORDED_SQL, [
+    operationId,
+    scope.organizationId,
+    scope.conversationId,
+    actor,
+  ]);
+  if (recorded) {
+    return { operation: recorded, counts: countsOf(recorded, 0), abandoned: 0 };
+  }
   return db.transaction(async (tx) => {
     const op = await lockOperation(tx, scope, operationId);
     const rule = transition('complete', op.status);

@@ -5,9 +5,10 @@
  * Lock order: the conversation (so two creates in one conversation take turns) → the active
  * operation's row (pauseActive) → the organization's capacity lock (background only) → the new
  * rows, which nobody else can see before commit.
- * Cost: O(items). An assistant's create of up to INLINE_ITEMS ids is four round trips (begin,
- * the conversation's lock, CREATE_SQL, commit); more ids go in by COPY (item-sql insertItems), and
- * a create of many refreshes the item table's statistics before it answers.
+ * Cost: O(items). An assistant's create of up to INLINE_ITEMS ids is one round trip (CREATE_SQL,
+ * committed where it runs); any other is a transaction (begin, the conversation's lock, the
+ * background limit, CREATE_SQL, the COPY of the ids, commit), and a create of many ids refreshes
+ * the item table's statistics before it answers.
  */
 import type { ExecutionMode, OperationRecord, OperationState } from '../domain/operation.ts';
 import { OPERATION_DEFAULTS } from '../domain/operation-input.ts';
@@ -30,18 +31,25 @@ const INLINE_ITEMS = 1_000;
 const CREATE_PAUSE_REASON = 'a new operation was created';
 
 /**
- * A create after the conversation's lock, in one statement: the pause of the conversation's
- * active operation ($8: unless the caller paused it already) and its `paused` event, the new
- * operation's row, its `created` event and its items ($7, may be null). The pause cannot see the
- * new row (one snapshot); the insert reads the pause's rows so that it runs after it (the index
- * of one active operation per conversation must find the old row paused); the lock taken before
- * keeps any other create out meanwhile. It was five statements (seven round trips with the COPY
- * of a few ids); each round trip costs both processes a socket write, about 0.15 ms of this
- * machine's CPU, more than the rows.
+ * A create in one statement: the conversation's lock (ensureConversation's, taken first: the
+ * pause reads its count), the pause of the conversation's active operation ($8: unless the
+ * caller paused it already) and its `paused` event, the new operation's row, its `created` event
+ * and its items ($7, may be null). The pause cannot see the new row (one snapshot); the insert
+ * reads the pause's rows so that it runs after it (the index of one active operation per
+ * conversation must find the old row paused). An assistant's create runs it alone (see
+ * createInOneStatement); in a transaction that took the lock already, taking it again costs
+ * nothing. It was five statements in a transaction, seven round trips with the COPY of a few
+ * ids; each round trip costs both processes a socket write, about 0.1-0.15 ms of this machine's
+ * CPU, more than the rows.
  */
-const CREATE_SQL = prepared(`WITH paused AS (
+const CREATE_SQL = prepared(`WITH conversation AS (
+    INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
+    ON CONFLICT (organization_id, id) DO UPDATE SET id = excluded.id WHERE false
+    RETURNING id),
+  paused AS (
     UPDATE assistant_operation SET ${pausedByNewerSet('$9')}
     WHERE $8::boolean AND organization_id = $2 AND conversation_id = $1 AND status = 'active'
+      AND (SELECT count(*) FROM conversation) >= 0
     RETURNING id),
   paused_event AS (
     INSERT INTO operation_event (operation_id, organization_id, kind, actor, data)
@@ -125,6 +133,12 @@ export async function createOperation(
   extraState: Partial<OperationState> = {},
 ): Promise<CreatedOperation> {
   const inline = params.itemIds.length <= INLINE_ITEMS;
+  if (inline && params.execution !== 'background') {
+    const created = await createInOneStatement(db, scope, params, extraState);
+    if (created) {
+      return created;
+    }
+  }
   const created = await db.transaction(async (tx) => {
     const result = await insertCreatedOperation(
       tx,
@@ -143,11 +157,74 @@ export async function createOperation(
 }
 
 /**
+ * An assistant's create of up to INLINE_ITEMS ids: CREATE_SQL alone, committed where it runs.
+ * Its snapshot is taken before it has the conversation's lock, so a create of the same
+ * conversation committed meanwhile is not among the operations it pauses: the index of one
+ * active operation per conversation then refuses the new row, nothing is written, and this
+ * returns null — the transaction, which takes the lock before it looks, does the create.
+ */
+async function createInOneStatement(
+  db: Database,
+  scope: ConversationScope,
+  params: CreateOperationParams,
+  extraState: Partial<OperationState>,
+): Promise<CreatedOperation | null> {
+  const values = createValues(scope, params, { count: params.itemIds.length, ids: params.itemIds }, extraState, true);
+  try {
+    return createdFrom(await db.query<CreatedRow>(CREATE_SQL, values));
+  } catch (error) {
+    if (lostTheRace(error)) {
+      return null;
+    }
+    throw error;
+  }
+}
+
+/** Another create of the conversation committed first, or a deadlock. */
+function lostTheRace(error: unknown): boolean {
+  const { code, constraint, message } = (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
+  const index = 'uq_assistant_operation_one_active';
+  return code === '40P01' || (code === '23505' && (constraint === index || String(message).includes(index)));
+}
+
+type CreatedRow = OperationRecord & { paused_operation_id: string | null };
+
+function createdFrom(rows: CreatedRow[]): CreatedOperation {
+  const { paused_operation_id, ...operation } = rows[0] as CreatedRow;
+  return { operation, pausedOperationId: paused_operation_id };
+}
+
+/** CREATE_SQL's parameters. */
+function createValues(
+  scope: ConversationScope,
+  params: Omit<CreateOperationParams, 'itemIds'>,
+  items: { count: number; operationId?: string; ids?: readonly string[] },
+  extraState: Partial<OperationState>,
+  pause: boolean,
+): unknown[] {
+  const state: OperationState = { ...initialState(params), ...extraState };
+  return [
+    scope.conversationId,
+    scope.organizationId,
+    params.operationType,
+    items.count,
+    JSON.stringify(state),
+    items.operationId ?? null,
+    items.ids ?? null,
+    pause,
+    CREATE_PAUSE_REASON,
+    params.actor,
+    JSON.stringify({ total_items: items.count, batch_size: params.batchSize, execution: params.execution }),
+  ];
+}
+
+/**
  * The statements of a create but the items': the conversation's lock, the pause of its active
  * operation, the background limit, the operation row (with `items.operationId` when the caller
  * wrote the items first, see item-copy.ts), its `created` event and, given `items.ids`, its
- * items. In the caller's transaction: two statements for an assistant's create (the lock, then
- * the rest, see CREATE_SQL), four for a background one (the limit is counted between the pause
+ * items. In the caller's transaction, which it first makes hold the conversation's lock, so the
+ * statements after it see every create of the conversation committed before: two statements for
+ * an assistant's operation, four for a background one (the limit is counted between the pause
  * and the insert, and takes a lock of its own).
  */
 export async function insertCreatedOperation(
@@ -164,22 +241,10 @@ export async function insertCreatedOperation(
     pausedOperationId = await pauseActive(tx, scope, params.actor, CREATE_PAUSE_REASON);
     await assertBackgroundCapacity(tx, scope.organizationId, params.maxActiveBackground);
   }
-  const state: OperationState = { ...initialState(params), ...extraState };
-  const rows = await tx.query<OperationRecord & { paused_operation_id: string | null }>(CREATE_SQL, [
-    scope.conversationId,
-    scope.organizationId,
-    params.operationType,
-    items.count,
-    JSON.stringify(state),
-    items.operationId ?? null,
-    items.ids ?? null,
-    !background,
-    CREATE_PAUSE_REASON,
-    params.actor,
-    JSON.stringify({ total_items: items.count, batch_size: params.batchSize, execution: params.execution }),
-  ]);
-  const { paused_operation_id, ...operation } = rows[0] as OperationRecord & { paused_operation_id: string | null };
-  return { operation, pausedOperationId: pausedOperationId ?? paused_operation_id };
+  const created = createdFrom(
+    await tx.query<CreatedRow>(CREATE_SQL, createValues(scope, params, items, extraState, !background)),
+  );
+  return { ...created, pausedOperationId: pausedOperationId ?? created.pausedOperationId };
 }
 
 /**

@@ -66,7 +66,7 @@ describe('prepared statements on postgres', () => {
     // The general path's statements over an operation's items are planned for their parameters.
     expect(
       statements.filter(
-        (s) => s.statement.includes('assistant_operation_item') && !s.statement.includes('WITH paused'),
+        (s) => s.statement.includes('assistant_operation_item') && !s.statement.includes('AS paused_operation_id'),
       ),
     ).toEqual([]);
   });

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_STATUS } from '../../src/domain/operation.ts';
 import { LIFECYCLE } from '../../src/domain/operation-lifecycle.ts';
-import { leaseBatch, type OpspadDatabase, recordResults } from '../../src/store/index.ts';
+import { completeOperation, leaseBatch, type OpspadDatabase, recordResults } from '../../src/store/index.ts';
 import { leaseStep, recordStep } from '../../src/store/step-calls.ts';
 import { counting, ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
 
@@ -152,6 +152,59 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     expect(await itemRows(operationId)).toEqual(before);
     const found = await leaseBatch(db, scope, { operationId, owner: 'a', leaseSeconds: 300 });
     expect(found.batch).toEqual(ids(6).slice(0, 3));
+  });
+
+  it('completes an operation with every item recorded in one statement, and leaves every other case to the transaction', async () => {
+    const { db: counted, statements } = counting(db);
+    for (const status of OPERATION_STATUS) {
+      const { scope, operationId } = await newOperation(4, 4);
+      const lease = await leaseBatch(db, scope, { operationId, owner: 'a', leaseSeconds: 300 });
+      await recordResults(db, scope, { operationId, completedIds: lease.batch, failed: [], owner: 'a' });
+      await db.query(
+        `UPDATE assistant_operation SET status = $2,
+           state_json = state_json || '{"paused_reason": "by hand", "paused_by": "operator"}' WHERE id = $1`,
+        [operationId, status],
+      );
+      const before = statements();
+      const done = await completeOperation(counted, scope, operationId, { force: false, actor: 'assistant' }).catch(
+        (error: { code?: string }) => error.code,
+      );
+      const rule = LIFECYCLE.complete[status];
+      // One statement exactly when the table changes the status; the transaction (more) otherwise.
+      expect({ status, oneStatement: statements() - before === 1 }).toEqual({
+        status,
+        oneStatement: rule.kind === 'change',
+      });
+      if (rule.kind === 'change') {
+        expect(done).toMatchObject({
+          abandoned: 0,
+          counts: { completed_count: 4, remaining_count: 0, in_flight_count: 0 },
+          operation: { status: 'completed' },
+        });
+        const state = (done as { operation: { state_json: object } }).operation.state_json;
+        expect(state).not.toHaveProperty('paused_reason');
+        expect(state).not.toHaveProperty('paused_by');
+        expect((await events(operationId)).at(-1)).toEqual({
+          kind: 'completed',
+          actor: 'assistant',
+          data: { forced: false, abandoned: 0 },
+        });
+      }
+    }
+
+    // Items left: declined, and the transaction refuses (or, forced, abandons them).
+    const { scope, operationId } = await newOperation(3, 3);
+    const before = statements();
+    await expect(
+      completeOperation(counted, scope, operationId, { force: false, actor: 'assistant' }),
+    ).rejects.toMatchObject({ code: 'items_remaining' });
+    expect(statements() - before).toBeGreaterThan(1);
+    const forced = await completeOperation(db, scope, operationId, { force: true, actor: 'assistant' });
+    expect(forced).toMatchObject({ abandoned: 3, operation: { status: 'completed' } });
+    // Another conversation's scope: declined, and the transaction answers 404.
+    await expect(
+      completeOperation(db, { ...scope, conversationId: randomUUID() }, operationId, { force: false, actor: 'x' }),
+    ).rejects.toMatchObject({ code: 'not_found' });
   });
 
   it('serves exactly the statuses the lifecycle table allows a lease and a record in', async () => {
