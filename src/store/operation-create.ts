@@ -16,6 +16,7 @@ import { type ConversationScope, ensureConversation } from './conversation-repo.
 import type { Database, Queryable } from './db.ts';
 import { insertItems } from './item-sql.ts';
 import { assertBackgroundCapacity, pauseActive, pausedByNewerSet } from './operation-admission.ts';
+import { timeOrderedUuid } from './operation-id.ts';
 import { OPERATION_COLUMNS } from './operation-row.ts';
 import { prepared } from './prepared.ts';
 
@@ -57,7 +58,7 @@ const CREATE_SQL = prepared(`WITH conversation AS (
   created AS (
     INSERT INTO assistant_operation
       (id, conversation_id, organization_id, operation_type, status, total_items, state_json)
-    SELECT coalesce($6::uuid, gen_random_uuid()), $1, $2, $3, 'active', $4, $5::jsonb
+    SELECT $6::uuid, $1, $2, $3, 'active', $4, $5::jsonb
     FROM (SELECT count(*) FROM paused) AS after_pause
     RETURNING ${OPERATION_COLUMNS}),
   created_event AS (
@@ -209,7 +210,7 @@ function createValues(
     params.operationType,
     items.count,
     JSON.stringify(state),
-    items.operationId ?? null,
+    items.operationId ?? timeOrderedUuid(),
     items.ids ?? null,
     pause,
     CREATE_PAUSE_REASON,
@@ -275,9 +276,16 @@ export async function insertOperation(
   const rows = await tx.query<OperationRecord>(
     `INSERT INTO assistant_operation
        (id, conversation_id, organization_id, operation_type, status, total_items, state_json)
-     VALUES (coalesce($6::uuid, gen_random_uuid()), $1, $2, $3, 'active', $4, $5::jsonb)
+     VALUES ($6::uuid, $1, $2, $3, 'active', $4, $5::jsonb)
      RETURNING ${OPERATION_COLUMNS}`,
-    [scope.conversationId, scope.organizationId, operationType, totalItems, JSON.stringify(state), operationId ?? null],
+    [
+      scope.conversationId,
+      scope.organizationId,
+      operationType,
+      totalItems,
+      JSON.stringify(state),
+      operationId ?? timeOrderedUuid(),
+    ],
   );
   return rows[0] as OperationRecord;
 }

@@ -15,6 +15,11 @@
  * unnamed and planned for its parameters each time. Through a pooler in transaction mode
  * (`DATABASE_DIRECT_URL` set) nothing is named: a statement prepared on one server connection
  * would be run on another.
+ *
+ * Postgres re-plans a prepared statement when a table or function it uses changes, but refuses
+ * one whose result columns changed ("cached plan must not change result type"): the marked
+ * statements name their columns, and a migration that changes what a step function returns
+ * gives it a new name (a new statement text) rather than replacing it.
  */
 import { createHash } from 'node:crypto';
 

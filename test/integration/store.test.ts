@@ -131,6 +131,11 @@ describe.each(ENGINES)('the store on %s', (engine) => {
 
     const large = await createOperation(db, scope, params(ids(1_500)));
     expect(large.pausedOperationId).toBe(second.operation.id);
+    // Time-ordered ids (version 7) on both paths: a new operation's keys sort after the older ones'.
+    for (const { operation } of [first, second, large]) {
+      expect(operation.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
+    expect(large.operation.id.slice(0, 13) >= first.operation.id.slice(0, 13)).toBe(true);
     const statuses = await db.query<{ id: string; status: string; items: number }>(
       `SELECT o.id, o.status, (SELECT count(*)::int FROM assistant_operation_item i WHERE i.operation_id = o.id) AS items
        FROM assistant_operation o WHERE o.organization_id = $1 ORDER BY o.created_at`,
