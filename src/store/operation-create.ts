@@ -1,6 +1,6 @@
 /**
- * The `create` action: a new operation row, its items and its `created` event, in one
- * transaction that also pauses the conversation's active operation.
+ * The `create` action: a new operation row, its items and its `created` event, written together
+ * with the pause of the conversation's active operation (one statement, or one transaction).
  *
  * Lock order: the conversation (so two creates in one conversation take turns) → the active
  * operation's row (pauseActive) → the organization's capacity lock (background only) → the new
