@@ -35,12 +35,12 @@ export interface StatusChange {
 }
 
 /**
- * A complete with every item recorded (the usual one: an assistant's last call, a worker's last
- * lane) in one statement, committed where it runs: the operation row, exclusive → its update →
- * the `completed` event. It changes nothing when the case is another (items remain, the status is
- * not one the lifecycle table completes, the operation is not the caller's), and returns no row;
- * the transaction of completeOperation then decides that case. It was five round trips (begin,
- * lock, update, event, commit).
+ * A complete with every item recorded (the usual one: an assistant's last call; workers finish
+ * through completeIfDone) in one statement, committed where it runs: the operation row, exclusive
+ * → its update → the `completed` event. It changes nothing when the case is another (items
+ * remain, the status is not one the lifecycle table completes, the operation is not the
+ * caller's), and returns no row; the transaction of completeOperation then decides that case. It
+ * was five round trips (begin, lock, update, event, commit).
  */
 const COMPLETE_RECORDED_SQL = prepared(`WITH locked AS (
     SELECT id, status, total_items, completed_count, failed_count, state_json FROM assistant_operation
