@@ -25,18 +25,25 @@ import { countInFlight, type RecordedItem, recordCompleted, recordFailed, record
 import { lockOperation, readOperation } from './operation-row.ts';
 import { closeStep } from './operation-tail.ts';
 import { explainMisses, type RecordMisses } from './record-misses.ts';
-import { recordStep } from './step-calls.ts';
+import { type NextLease, type NextLeaseParams, recordLeaseStep, recordStep } from './step-calls.ts';
 
 export interface RecordParams {
   operationId: string;
   completedIds: readonly string[];
   failed: readonly { id: string; reason: string }[];
   owner: string;
+  /**
+   * A worker going on with its lane: lease `owner`'s next batch in the same call when the record
+   * is the usual case (step-calls.ts recordLeaseStep).
+   */
+  leaseNext?: NextLeaseParams;
 }
 
 export interface RecordResult extends RecordMisses {
   operation: OperationRecord;
   counts: OperationCounts;
+  /** With `leaseNext`: what the call leased; absent when the record took the general path. */
+  next?: NextLease;
 }
 
 export async function recordResults(
@@ -46,14 +53,17 @@ export async function recordResults(
 ): Promise<RecordResult> {
   const report = parseRecordReport(params.completedIds, params.failed);
   // The usual case first, in one round trip (step-calls.ts); it changes nothing when it is not.
+  const call = {
+    operationId: params.operationId,
+    owner: params.owner,
+    ids: [...report.completedIds, ...report.failedIds],
+    reasons: report.failedIds.length === 0 ? null : [...report.completedIds.map(() => null), ...report.failedReasons],
+  };
   const step =
     report.requested.length > 0 &&
-    (await recordStep(db, scope, {
-      operationId: params.operationId,
-      owner: params.owner,
-      ids: [...report.completedIds, ...report.failedIds],
-      reasons: report.failedIds.length === 0 ? null : [...report.completedIds.map(() => null), ...report.failedReasons],
-    }));
+    (params.leaseNext
+      ? await recordLeaseStep(db, scope, { ...call, ...params.leaseNext })
+      : await recordStep(db, scope, call));
   if (step) {
     return { ...step, alreadyRecorded: [], leaseConflicts: [] };
   }

@@ -14,7 +14,9 @@
  * expired lease to reclaim, a lease to renew, pending items not found from the cursor, a circuit
  * breaker, an id that was not recordable, a deadlock): the caller then runs the general
  * transaction, which decides it exactly as before. A lease that finds nothing because no item is
- * pending at all answers "no batch" itself (drizzle/0010_empty_lease_step.sql).
+ * pending at all answers "no batch" itself (drizzle/0010_empty_lease_step.sql). A worker going on
+ * with its lane records and leases its next batch in one call (recordLeaseStep,
+ * drizzle/0011_record_lease_step.sql).
  */
 import type { OperationCounts, OperationRecord } from '../domain/operation.ts';
 import { countsOf } from '../domain/operation.ts';
@@ -31,6 +33,7 @@ type StepRow = OperationRecord & { in_flight: number };
 
 const LEASE_STEP_SQL = prepared('SELECT * FROM opspad_lease_step($1, $2, $3, $4, $5, $6, $7)');
 const RECORD_STEP_SQL = prepared('SELECT * FROM opspad_record_step($1, $2, $3, $4, $5, $6)');
+const RECORD_LEASE_STEP_SQL = prepared('SELECT * FROM opspad_record_lease_step($1, $2, $3, $4, $5, $6, $7, $8, $9)');
 
 export interface LeasedStep {
   operation: OperationRecord;
@@ -68,7 +71,7 @@ export async function leaseStep(
 export async function recordStep(
   db: Queryable,
   scope: ConversationScope,
-  params: { operationId: string; owner: string; ids: readonly string[]; reasons: readonly (string | null)[] | null },
+  params: RecordReportParams,
 ): Promise<{ operation: OperationRecord; counts: OperationCounts } | null> {
   const rows = await callStep<StepRow>(db, RECORD_STEP_SQL, [
     params.operationId,
@@ -84,6 +87,60 @@ export async function recordStep(
   }
   const { in_flight, ...operation } = row;
   return { operation, counts: countsOf(operation, in_flight) };
+}
+
+export interface RecordReportParams {
+  operationId: string;
+  owner: string;
+  ids: readonly string[];
+  /** In `ids`' order, null for a completion; the whole list null when all completed. */
+  reasons: readonly (string | null)[] | null;
+}
+
+export interface NextLeaseParams {
+  leaseSeconds: number;
+  batchSize?: number;
+  epoch?: number;
+}
+
+/**
+ * What the lease half of {@link recordLeaseStep} did: `leased` (the batch in `batch`), `none`
+ * (no item is pending at all), or `declined` (not the usual case: the caller leases on its own).
+ */
+export type NextLease = { kind: 'leased'; batch: string[] } | { kind: 'none' } | { kind: 'declined' };
+
+/**
+ * One call, one commit (drizzle/0011_record_lease_step.sql): records the report as
+ * {@link recordStep} does, then leases `owner`'s next batch as {@link leaseStep} does, and updates
+ * the operation row once. Null, having changed nothing, when the record is not the usual case.
+ */
+export async function recordLeaseStep(
+  db: Queryable,
+  scope: ConversationScope,
+  params: RecordReportParams & NextLeaseParams,
+): Promise<{ operation: OperationRecord; counts: OperationCounts; next: NextLease } | null> {
+  const rows = await callStep<StepRow & { item_ids: string[]; lease: 'leased' | 'none' | 'declined' }>(
+    db,
+    RECORD_LEASE_STEP_SQL,
+    [
+      params.operationId,
+      scope.organizationId,
+      scope.conversationId,
+      params.owner,
+      params.ids,
+      params.reasons,
+      params.leaseSeconds,
+      params.batchSize ?? null,
+      params.epoch ?? null,
+    ],
+  );
+  const row = rows?.[0];
+  if (!row) {
+    return null;
+  }
+  const { in_flight, item_ids, lease, ...operation } = row;
+  const next: NextLease = lease === 'leased' ? { kind: 'leased', batch: item_ids } : { kind: lease };
+  return { operation, counts: countsOf(operation, in_flight), next };
 }
 
 /** Runs the call; null when it refused the case (see TRY_THE_GENERAL_PATH). */

@@ -1,9 +1,9 @@
 /**
  * Lane slices (src/queue/processors/run-batch.ts): a batch job goes on with its lane's next
  * batches itself for a while instead of queueing a job for each, every batch still leased,
- * recorded and logged on its own; a handler with a rate limit keeps one batch per job (BullMQ's
- * limiter counts jobs), and so does every handler with OPSPAD_LANE_SLICE=0. Every item is
- * handled exactly once either way.
+ * recorded and logged on its own (each record leasing the next batch in the same call); a handler
+ * with a rate limit keeps one batch per job (BullMQ's limiter counts jobs), and so does every
+ * handler with OPSPAD_LANE_SLICE=0. Every item is handled exactly once either way.
  */
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
@@ -70,21 +70,32 @@ describe.each(CASES)('lane slices (postgres database, $queue queue, OPSPAD_LANE_
       `SELECT count(*)::int AS n FROM operation_event WHERE operation_id = $1 AND kind = 'batch_leased'`,
       [operationId],
     );
+    // A lease written by a record's call shares its transaction's timestamp and actor.
+    const chained = await harness.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM operation_event l JOIN operation_event r
+         ON r.operation_id = l.operation_id AND r.created_at = l.created_at AND r.actor = l.actor
+       WHERE l.operation_id = $1 AND l.kind = 'batch_leased' AND r.kind = 'batch_recorded'`,
+      [operationId],
+    );
     return {
       jobs: jobs.filter((job) => job.data.operation_id === operationId),
       batchesLeased: leased[0]?.n ?? 0,
+      leasedByRecords: chained[0]?.n ?? 0,
     };
   }
 
   it("runs a lane's batches in fewer jobs than batches (unless off), each batch leased, recorded and logged", async () => {
-    const { jobs, batchesLeased } = await runOneLane('quick', 'slice', 60);
+    const { jobs, batchesLeased, leasedByRecords } = await runOneLane('quick', 'slice', 60);
     expect(batchesLeased).toBe(12);
     const results = jobs.map((job) => job.returnvalue as { batches: number; leased: number });
     expect(results.reduce((sum, r) => sum + r.leased, 0)).toBe(60);
     if (sliced) {
       expect(jobs.length).toBeLessThan(12);
       expect(Math.max(...results.map((r) => r.batches))).toBeGreaterThan(1);
+      // Within a job, each batch after the first was leased by the call that recorded the one before.
+      expect(leasedByRecords).toBe(results.reduce((sum, r) => sum + r.batches - 1, 0));
     } else {
+      expect(leasedByRecords).toBe(0);
       expect(results.every((r) => r.batches === 1)).toBe(true); // off: one batch per job
     }
     // Every batch still writes its own log line, under the job that ran it.

@@ -2,14 +2,16 @@
  * The one-round-trip lease and record (src/store/step-calls.ts, drizzle/0008_step_functions.sql):
  * the usual case is one statement and answers what the general transaction answers; every other
  * case is left to the general transaction with nothing changed first, and the calls agree with
- * the lifecycle table on which statuses they serve.
+ * the lifecycle table on which statuses they serve. A worker's record that leases its lane's next
+ * batch (drizzle/0011_record_lease_step.sql) is one statement too, and leaves the state the two
+ * calls leave.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_STATUS } from '../../src/domain/operation.ts';
 import { LIFECYCLE } from '../../src/domain/operation-lifecycle.ts';
 import { completeOperation, leaseBatch, type OpspadDatabase, recordResults } from '../../src/store/index.ts';
-import { leaseStep, recordStep } from '../../src/store/step-calls.ts';
+import { leaseStep, recordLeaseStep, recordStep } from '../../src/store/step-calls.ts';
 import { counting, ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
 
 describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
@@ -286,6 +288,152 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     expect(recorded.counts).toMatchObject({ completed_count: 2, in_flight_count: 2 });
     const again = await recordResults(db, scope, { operationId, completedIds: mine.batch, failed: [], owner: 'mine' });
     expect(again.alreadyRecorded).toEqual(mine.batch);
+  });
+
+  it("records a worker's batch and leases its next one in one statement, as the two calls would", async () => {
+    const { scope, operationId } = await newOperation(7, 3);
+    const { db: counted, statements } = counting(db);
+    const first = await leaseBatch(counted, scope, { operationId, owner: 'job-1', leaseSeconds: 300 });
+
+    const recorded = await recordResults(counted, scope, {
+      operationId,
+      completedIds: first.batch.slice(0, 2),
+      failed: [{ id: first.batch[2] as string, reason: 'carrier refused' }],
+      owner: 'job-1',
+      leaseNext: { leaseSeconds: 300 },
+    });
+    expect(statements()).toBe(2);
+    expect(recorded.next).toEqual({ kind: 'leased', batch: ids(7).slice(3, 6) });
+    expect(recorded.counts).toMatchObject({
+      completed_count: 2,
+      failed_count: 1,
+      remaining_count: 4,
+      in_flight_count: 3,
+    });
+    expect(recorded.operation.state_json.cursor).toBe(6);
+
+    // The last item: leased with a batch limit of its own; then nothing is pending at all.
+    const second = await recordResults(counted, scope, {
+      operationId,
+      completedIds: ids(7).slice(3, 6),
+      failed: [],
+      owner: 'job-1',
+      leaseNext: { leaseSeconds: 300, batchSize: 5 },
+    });
+    expect(second.next).toEqual({ kind: 'leased', batch: [ids(7)[6]] });
+    const last = await recordResults(counted, scope, {
+      operationId,
+      completedIds: [ids(7)[6] as string],
+      failed: [],
+      owner: 'job-1',
+      leaseNext: { leaseSeconds: 300 },
+    });
+    expect(statements()).toBe(4);
+    expect(last.next).toEqual({ kind: 'none' });
+    expect(last.counts).toMatchObject({ completed_count: 6, failed_count: 1, remaining_count: 0, in_flight_count: 0 });
+
+    expect((await itemRows(operationId)).map((row) => row.status)).toEqual([
+      ...['completed', 'completed', 'failed'],
+      ...['completed', 'completed', 'completed', 'completed'],
+    ]);
+    expect((await events(operationId)).map((event) => [event.kind, event.data])).toEqual([
+      ['batch_leased', { count: 3, first_ordinal: 0, last_ordinal: 2 }],
+      ['batch_recorded', { completed: 2, failed: 1, already_recorded: 0, lease_conflicts: 0 }],
+      ['batch_leased', { count: 3, first_ordinal: 3, last_ordinal: 5 }],
+      ['batch_recorded', { completed: 3, failed: 0, already_recorded: 0, lease_conflicts: 0 }],
+      ['batch_leased', { count: 1, first_ordinal: 6, last_ordinal: 6 }],
+      ['batch_recorded', { completed: 1, failed: 0, already_recorded: 0, lease_conflicts: 0 }],
+    ]);
+    expect(
+      await db.query('SELECT owner FROM assistant_operation_lease WHERE operation_id = $1', [operationId]),
+    ).toEqual([]);
+  });
+
+  it('records and leaves the lease to the caller when the lease is not the usual case', async () => {
+    const { scope, operationId } = await newOperation(12, 3);
+    const mine = await leaseBatch(db, scope, { operationId, owner: 'job-1', leaseSeconds: 300 });
+    const other = await leaseBatch(db, scope, { operationId, owner: 'job-2', leaseSeconds: 300 });
+    // Another lane's lease has expired: only the general lease reclaims it. The record stands.
+    await db.query(
+      `UPDATE assistant_operation_item SET lease_expires_at = now() - interval '1 minute' WHERE operation_id = $1 AND lease_owner = 'job-2'`,
+      [operationId],
+    );
+    await db.query(
+      `UPDATE assistant_operation_lease SET expires_at = now() - interval '1 minute' WHERE operation_id = $1 AND owner = 'job-2'`,
+      [operationId],
+    );
+    const recorded = await recordLeaseStep(db, scope, {
+      operationId,
+      owner: 'job-1',
+      ids: mine.batch,
+      reasons: null,
+      leaseSeconds: 300,
+    });
+    expect(recorded?.next).toEqual({ kind: 'declined' });
+    expect(recorded?.counts).toMatchObject({ completed_count: 3, in_flight_count: 3 });
+    const reclaimed = await leaseBatch(db, scope, { operationId, owner: 'job-1', leaseSeconds: 300 });
+    expect(reclaimed).toMatchObject({ reclaimed: 3, batch: other.batch });
+
+    // Another lane generation, or a pause that came meanwhile: recorded, nothing leased.
+    const next = await recordLeaseStep(db, scope, {
+      operationId,
+      owner: 'job-1',
+      ids: other.batch,
+      reasons: null,
+      leaseSeconds: 300,
+      epoch: 7,
+    });
+    expect(next).toMatchObject({ next: { kind: 'declined' }, counts: { completed_count: 6, in_flight_count: 0 } });
+    const third = await leaseBatch(db, scope, { operationId, owner: 'job-3', leaseSeconds: 300 });
+    await db.query(`UPDATE assistant_operation SET status = 'paused' WHERE id = $1`, [operationId]);
+    const paused = await recordLeaseStep(db, scope, {
+      operationId,
+      owner: 'job-3',
+      ids: third.batch,
+      reasons: null,
+      leaseSeconds: 300,
+    });
+    expect(paused).toMatchObject({ next: { kind: 'declined' }, counts: { completed_count: 9 } });
+    expect(
+      (await itemRows(operationId)).filter((row) => row.status === 'leased' || row.status === 'pending'),
+    ).toHaveLength(3);
+  });
+
+  it('declines a record the one-statement record would decline, leasing nothing', async () => {
+    const { scope, operationId } = await newOperation(8, 2);
+    const mine = await leaseBatch(db, scope, { operationId, owner: 'mine', leaseSeconds: 300 });
+    const theirs = await leaseBatch(db, scope, { operationId, owner: 'theirs', leaseSeconds: 300 });
+    const before = await itemRows(operationId);
+    const report = { operationId, owner: 'mine', reasons: null, leaseSeconds: 300 };
+    expect(await recordLeaseStep(db, scope, { ...report, ids: [...mine.batch, theirs.batch[0] as string] })).toBeNull();
+    expect(
+      await recordLeaseStep(db, { ...scope, conversationId: randomUUID() }, { ...report, ids: mine.batch }),
+    ).toBeNull();
+    expect(await itemRows(operationId)).toEqual(before);
+    const breaker = await newOperation(6, 3, { maxFailureRate: 0.5 });
+    const lease = await leaseBatch(db, breaker.scope, {
+      operationId: breaker.operationId,
+      owner: 'w',
+      leaseSeconds: 300,
+    });
+    expect(
+      await recordLeaseStep(db, breaker.scope, {
+        ...report,
+        operationId: breaker.operationId,
+        owner: 'w',
+        ids: lease.batch,
+      }),
+    ).toBeNull();
+    // Through recordResults: the general record, and no lease (the caller leases on its own).
+    const general = await recordResults(db, scope, {
+      operationId,
+      completedIds: [...mine.batch, theirs.batch[0] as string],
+      failed: [],
+      owner: 'mine',
+      leaseNext: { leaseSeconds: 300 },
+    });
+    expect(general.next).toBeUndefined();
+    expect(general.leaseConflicts).toEqual([theirs.batch[0]]);
   });
 
   it('leaves an operation with a circuit breaker to the general path, which keeps its window', async () => {

@@ -9,10 +9,11 @@
  * the one that took over.
  *
  * A job goes on with the lane's next batch itself, instead of queueing a job for it, while its
- * slice lasts (LANE_SLICE_MS): each batch still takes its own fair-share slot, lease, record,
- * progress and log line, but the job chain's Redis round trips (add, fetch, finish: about six per
- * batch) are paid once per slice. A handler with a rate limit gets one batch per job: BullMQ's
- * limiter counts jobs.
+ * slice lasts (LANE_SLICE_MS, lane-slice.ts): each batch still takes its own fair-share slot,
+ * lease, record, progress and log line, but the job chain's Redis round trips (add, fetch,
+ * finish: about six per batch) are paid once per slice, and a batch handled whole is recorded by
+ * the call that leases the next one (one statement and one commit a batch instead of two). A
+ * handler with a rate limit gets one batch per job: BullMQ's limiter counts jobs.
  *
  * Before leasing, the step takes a slot under the fleet's fair share (queue/fair-share.ts); a
  * job whose organization already holds its share while others wait is parked instead. The
@@ -30,7 +31,7 @@ import {
   completeIfDone,
   type Database,
   extendLeases,
-  leaseBatch,
+  type LeaseResult,
   recordResults,
   releaseLeasedItems,
 } from '../../store/index.ts';
@@ -39,7 +40,9 @@ import { RunBatchPayload } from '../catalog.ts';
 import type { Dispatcher } from '../dispatcher.ts';
 import type { FairShare } from '../fair-share.ts';
 import { failExhausted } from './fail-exhausted.ts';
+import { createLaneSlice, type NextBatch } from './lane-slice.ts';
 import { runWithinBudget } from './run-within-budget.ts';
+import { leaseForStep } from './step-lease.ts';
 
 export interface RunBatchDeps {
   db: Database;
@@ -91,6 +94,10 @@ export interface RunBatchResult {
 type StepResult = Omit<RunBatchResult, 'batches' | 'next'> & {
   next: RunBatchResult['next'] | 'continue';
   interrupted?: boolean;
+  /** What decideNext answered before the record, if it was asked. */
+  decided?: NextBatch;
+  /** The lane's next batch, leased by the record's call. */
+  nextLease?: LeaseResult;
 };
 
 function isAppError(error: unknown, ...codes: AppError['code'][]): boolean {
@@ -116,24 +123,33 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
     if (!handler) {
       throw new UnrecoverableError(`no handler for operation_type "${step.operation_type}" in this worker`);
     }
-    const owner = String(job.id);
-    const fair = deps.fairShare?.(step.operation_type);
-    let slot = fair ? await fair.acquire(step.organization_id, owner) : undefined;
-    if (fair && !slot) {
-      deps.metrics.batchesDeferred.inc({ operation_type: step.operation_type });
-      await fair.park(job, token);
-      throw new DelayedError();
-    }
     // Without a lock token (a job not run by a worker) there is no lock to hold: one batch.
     const sliceMs = handler.rateLimit || token === undefined ? 0 : (deps.sliceMs ?? LANE_SLICE_MS);
-    const sliceEnds = Date.now() + sliceMs;
+    const fair = deps.fairShare?.(step.operation_type);
+    const lane = createLaneSlice({
+      job,
+      token,
+      jobLockMs: deps.jobLockMs,
+      fair,
+      organizationId: step.organization_id,
+      endsAt: Date.now() + sliceMs,
+      stopping: () => shutdownSignal?.aborted === true || deps.closing?.() === true,
+    });
+    if (!(await lane.start())) {
+      deps.metrics.batchesDeferred.inc({ operation_type: step.operation_type });
+      await fair?.park(job, token);
+      throw new DelayedError();
+    }
     const total = { leased: 0, completed: 0, failed: 0, released: 0, batches: 0 };
+    let leased: LeaseResult | undefined;
     try {
       for (;;) {
         const ran = await runStep(deps, job, step, handler, shutdownSignal, {
-          mayContinue: sliceMs > 0,
           batch: total.batches + 1,
+          leased,
+          decideNext: sliceMs > 0 ? lane.decideNext : undefined,
         });
+        leased = undefined;
         total.leased += ran.leased;
         total.completed += ran.completed;
         total.failed += ran.failed;
@@ -142,30 +158,20 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
         if (ran.next !== 'continue') {
           return { ...total, next: ran.next };
         }
-        // The slice is over, the worker is stopping, or a signal cut the batch short: the
-        // lane's next batch is a new job, as it was before slices.
-        if (Date.now() >= sliceEnds || shutdownSignal?.aborted || deps.closing?.() || ran.interrupted) {
+        // Decided before the record (decideNext), or now when the batch ended otherwise: items
+        // given back, or a signal that cut it short (then the lane's next batch is a new job).
+        const decided = ran.decided ?? (ran.interrupted ? 'enqueue' : await lane.decideNext());
+        if (decided === 'go') {
+          leased = ran.nextLease; // leased by the record's call, or undefined: the step leases
+          continue;
+        }
+        if (decided === 'enqueue') {
           await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
-          return { ...total, next: 'enqueued' };
         }
-        slot?.release();
-        slot = undefined;
-        // Only while this run still holds the job: a run that stalled (a frozen process) and was
-        // handed to another worker must not lease beside it under the same owner.
-        // 1 when extended, 0 when the token no longer holds the lock (a number on either backend).
-        if (Number(await job.extendLock(token as string, deps.jobLockMs)) < 1) {
-          return { ...total, next: 'stopped' };
-        }
-        // The next batch takes a slot of its own, as a new job would: another organization
-        // waiting its turn gets it, and this lane goes back to the queue.
-        slot = fair ? await fair.acquire(step.organization_id, owner) : undefined;
-        if (fair && !slot) {
-          await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
-          return { ...total, next: 'enqueued' };
-        }
+        return { ...total, next: decided === 'enqueue' ? 'enqueued' : 'stopped' };
       }
     } finally {
-      slot?.release();
+      lane.release();
     }
   };
 }
@@ -176,33 +182,23 @@ async function runStep(
   step: RunBatchPayload,
   handler: Handler,
   shutdownSignal: AbortSignal | undefined,
-  slice: { mayContinue: boolean; batch: number },
+  slice: {
+    /** The batch's number within the job. */
+    batch: number;
+    /** Its batch when the previous batch's record leased it. */
+    leased?: LeaseResult;
+    /** Present when the job may go on with the lane (its slice). */
+    decideNext?: () => Promise<NextBatch>;
+  },
 ): Promise<StepResult> {
   const owner = String(job.id);
   const scope = { organizationId: step.organization_id, conversationId: step.conversation_id };
   const logger = deps.logger.child({ operation_id: step.operation_id, job_id: owner });
   const stopTimer = deps.metrics.batchDuration.startTimer({ operation_type: step.operation_type });
 
-  const typeLabel = { operation_type: step.operation_type };
-  let lease: Awaited<ReturnType<typeof leaseBatch>>;
-  try {
-    const leaseTimer = deps.metrics.leaseDuration.startTimer(typeLabel);
-    lease = await inSpan('lease batch', {}, async (span) => {
-      const leased = await leaseBatch(deps.db, scope, {
-        operationId: step.operation_id,
-        owner,
-        leaseSeconds: deps.leaseSeconds,
-        batchSize: handler.batchSize,
-        epoch: step.epoch,
-      });
-      span.setAttributes({ [ATTR.batchSize]: leased.batch.length, [ATTR.reclaimed]: leased.reclaimed });
-      return leased;
-    }).finally(() => leaseTimer());
-  } catch (error) {
-    if (isAppError(error, 'not_found')) {
-      return { leased: 0, completed: 0, failed: 0, released: 0, next: 'stopped' }; // deleted
-    }
-    throw error;
+  const lease = slice.leased ?? (await leaseForStep(deps, scope, step, owner, handler));
+  if (!lease) {
+    return { leased: 0, completed: 0, failed: 0, released: 0, next: 'stopped' }; // deleted
   }
   if (lease.reclaimed > 0) {
     deps.metrics.leaseExpiries.inc({ operation_type: step.operation_type }, lease.reclaimed);
@@ -280,6 +276,13 @@ async function runStep(
 
   let after = op;
   let counts = lease.counts;
+  let nextLease: LeaseResult | undefined;
+  // A batch handled whole, with the lane free to go on in this job: decide that now, so the
+  // record's call can lease the next batch too (one statement and one commit instead of two).
+  const decided =
+    slice.decideNext && outcome.unhandled.length === 0 && ran.stoppedBy === undefined
+      ? await slice.decideNext()
+      : undefined;
   if (outcome.completed.length + outcome.failed.length > 0) {
     try {
       const recordTimer = deps.metrics.recordDuration.startTimer(labels);
@@ -292,10 +295,17 @@ async function runStep(
             completedIds: outcome.completed,
             failed: outcome.failed,
             owner,
+            leaseNext:
+              decided === 'go'
+                ? { leaseSeconds: deps.leaseSeconds, batchSize: handler.batchSize, epoch: step.epoch }
+                : undefined,
           }),
       ).finally(() => recordTimer());
       after = recorded.operation;
       counts = recorded.counts;
+      if (recorded.next?.kind === 'leased') {
+        nextLease = { operation: after, batch: recorded.next.batch, counts, reclaimed: 0 };
+      }
       if (recorded.leaseConflicts.length > 0) {
         logger.warn({ items: recorded.leaseConflicts.length }, 'lease taken over by another worker; its result stands');
       }
@@ -347,7 +357,12 @@ async function runStep(
     completed: outcome.completed.length,
     failed: outcome.failed.length,
     released,
+    decided,
   };
+  if (nextLease) {
+    // Leased only while the operation was active in this lane generation (the call checked).
+    return { ...result, next: 'continue', nextLease };
+  }
   if (after.status !== 'active' || after.state_json.dispatch_epoch !== step.epoch) {
     return { ...result, next: 'stopped' }; // paused, cancelled, or a newer lane generation runs
   }
@@ -359,7 +374,7 @@ async function runStep(
   // finds nothing to lease ends itself, so an extra step costs one empty lease.
   // The counts were read before this step gave its unhandled items back: those are pending now.
   if (counts.remaining_count - (counts.in_flight_count - released) > 0) {
-    if (slice.mayContinue) {
+    if (slice.decideNext) {
       return { ...result, next: 'continue', interrupted: ran.stoppedBy !== undefined };
     }
     await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
