@@ -13,8 +13,13 @@ import { type FieldIssue, findUnstorableValue, MAX_JSON_DEPTH, unstorableTextIss
 /** At most this many element issues are kept (an error lists 20); the count says how many in all. */
 const KEPT_ISSUES = 20;
 
-/** Any surrogate: with U+0000, a cheap test before the exact one (a lone surrogate needs lookaround). */
-const SURROGATE = /[\uD800-\uDFFF]/;
+/**
+ * U+0000 or any surrogate: one cheap test before the exact one (a lone surrogate needs
+ * lookaround). One regular expression, not `includes('\u0000')` and a second test: in the server,
+ * with ids sliced out of the body's text, `includes` cost 0.26 s of a million-id create's CPU
+ * (a CPU profile of `opspad start`), this test 0.02 s.
+ */
+const MAYBE_UNSTORABLE = /[\u0000\uD800-\uDFFF]/;
 
 export interface ItemIdIssue {
   index: number;
@@ -62,7 +67,7 @@ export class ItemIdTally {
           this.firstLong = { index, length: element.length };
           valid = false;
         }
-        if (this.firstUnstorable === null && (element.includes('\u0000') || SURROGATE.test(element))) {
+        if (this.firstUnstorable === null && MAYBE_UNSTORABLE.test(element)) {
           const message = unstorableTextIssue(element);
           if (message) {
             this.firstUnstorable = { field: elementField(index, '(body)'), message };
