@@ -84,7 +84,7 @@ export function createMetrics(): Metrics {
     }),
     leaseDuration: new Histogram({
       name: 'opspad_lease_duration_seconds',
-      help: 'Time to lease one batch of items in Postgres (one transaction), empty leases included.',
+      help: "Time to lease one batch of items in Postgres (one transaction), empty leases included; a lease made by a worker's record call counts that call's time.",
       labelNames: ['operation_type'],
       buckets: STATEMENT_BUCKETS,
       registers: [registry],

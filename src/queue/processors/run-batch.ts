@@ -286,6 +286,7 @@ async function runStep(
   if (outcome.completed.length + outcome.failed.length > 0) {
     try {
       const recordTimer = deps.metrics.recordDuration.startTimer(labels);
+      let callSeconds = 0;
       const recorded = await inSpan(
         'record results',
         { attributes: { [ATTR.completed]: outcome.completed.length, [ATTR.failed]: outcome.failed.length } },
@@ -300,9 +301,15 @@ async function runStep(
                 ? { leaseSeconds: deps.leaseSeconds, batchSize: handler.batchSize, epoch: step.epoch }
                 : undefined,
           }),
-      ).finally(() => recordTimer());
+      ).finally(() => {
+        callSeconds = recordTimer();
+      });
       after = recorded.operation;
       counts = recorded.counts;
+      if (recorded.next && recorded.next.kind !== 'declined') {
+        // A lease made by the record's call (empty ones too) counts that call's time.
+        deps.metrics.leaseDuration.observe(labels, callSeconds);
+      }
       if (recorded.next?.kind === 'leased') {
         nextLease = { operation: after, batch: recorded.next.batch, counts, reclaimed: 0 };
       }
