@@ -120,7 +120,9 @@ export function unstorableValueError(issue: FieldIssue): AppError {
  * CPU profile of `opspad start` cost 0.26 s of a million-id create (this test 0.02 s), for
  * strings that nearly always pass.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is what it looks for.
 const NUL = /\u0000/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+0000 is one of what it looks for.
 const MAYBE_UNSTORABLE = /[\u0000\uD800-\uDFFF]/;
 
 /** U+0000 only. */
