@@ -35,6 +35,20 @@ const LEASE_STEP_SQL = prepared('SELECT * FROM opspad_lease_step($1, $2, $3, $4,
 const RECORD_STEP_SQL = prepared('SELECT * FROM opspad_record_step($1, $2, $3, $4, $5, $6)');
 const RECORD_LEASE_STEP_SQL = prepared('SELECT * FROM opspad_record_lease_step($1, $2, $3, $4, $5, $6, $7, $8, $9)');
 
+export interface RecordReportParams {
+  operationId: string;
+  owner: string;
+  ids: readonly string[];
+  /** In `ids`' order, null for a completion; the whole list null when all completed. */
+  reasons: readonly (string | null)[] | null;
+}
+
+export interface NextLeaseParams {
+  leaseSeconds: number;
+  batchSize?: number;
+  epoch?: number;
+}
+
 export interface LeasedStep {
   operation: OperationRecord;
   counts: OperationCounts;
@@ -45,7 +59,7 @@ export interface LeasedStep {
 export async function leaseStep(
   db: Queryable,
   scope: ConversationScope,
-  params: { operationId: string; owner: string; leaseSeconds: number; batchSize?: number; epoch?: number },
+  params: { operationId: string; owner: string } & NextLeaseParams,
 ): Promise<LeasedStep | null> {
   const rows = await callStep<StepRow & { item_ids: string[] }>(db, LEASE_STEP_SQL, [
     params.operationId,
@@ -87,20 +101,6 @@ export async function recordStep(
   }
   const { in_flight, ...operation } = row;
   return { operation, counts: countsOf(operation, in_flight) };
-}
-
-export interface RecordReportParams {
-  operationId: string;
-  owner: string;
-  ids: readonly string[];
-  /** In `ids`' order, null for a completion; the whole list null when all completed. */
-  reasons: readonly (string | null)[] | null;
-}
-
-export interface NextLeaseParams {
-  leaseSeconds: number;
-  batchSize?: number;
-  epoch?: number;
 }
 
 /**
