@@ -72,14 +72,19 @@ describe('a lane slice deciding who takes the next batch (redis)', () => {
       // life, so this decision does not ask; nobody else can have taken the job that soon.
       await redis.set(lockKey(job), 'another-run', 'PX', LOCK_MS);
       const trusted = await lane.decideNext();
+      // A slice that trusts no confirmation asks every time: the same slice goes on, then stops.
+      await redis.set(lockKey(job), token, 'PX', LOCK_MS);
       const asking = slice(job, token, { trustLockMs: 0 });
+      const before = await asking.decideNext();
+      await redis.set(lockKey(job), 'another-run', 'PX', LOCK_MS);
       const stopped = await asking.decideNext();
       await redis.set(lockKey(job), token, 'PX', LOCK_MS); // give it back, so the job can finish
-      return { first, extended, trusted, stopped };
+      return { first, extended, trusted, before, stopped };
     });
     expect(decided.first).toBe('go');
     expect(decided.extended).toBeGreaterThan(LOCK_MS / 2);
     expect(decided.trusted).toBe('go');
+    expect(decided.before).toBe('go');
     expect(decided.stopped).toBe('stop');
   });
 

@@ -399,6 +399,48 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     ).toHaveLength(3);
   });
 
+  it('leaves the lease to the caller after a partial report, and for items behind the cursor; none when all are in flight', async () => {
+    const { scope, operationId } = await newOperation(9, 3);
+    const mine = await leaseBatch(db, scope, { operationId, owner: 'job-1', leaseSeconds: 300 });
+    const call = { operationId, owner: 'job-1', reasons: null, leaseSeconds: 300 };
+    // Two of three reported: the owner's lease still holds one item, so no new lease.
+    const partial = await recordLeaseStep(db, scope, { ...call, ids: mine.batch.slice(0, 2) });
+    expect(partial).toMatchObject({ next: { kind: 'declined' }, counts: { completed_count: 2, in_flight_count: 1 } });
+    const last = await recordLeaseStep(db, scope, { ...call, ids: mine.batch.slice(2) });
+    expect(last?.next).toEqual({ kind: 'leased', batch: ids(9).slice(3, 6) });
+
+    // Another lane holds the rest: nothing pending, so "none", and the cursor goes to the end.
+    const other = await leaseBatch(db, scope, { operationId, owner: 'job-2', leaseSeconds: 300 });
+    expect(other.batch).toEqual(ids(9).slice(6, 9));
+    const none = await recordLeaseStep(db, scope, { ...call, ids: ids(9).slice(3, 6) });
+    expect(none).toMatchObject({ next: { kind: 'none' }, counts: { remaining_count: 3, in_flight_count: 3 } });
+    expect(none?.operation.state_json.cursor).toBe(9);
+
+    // Items pending behind the cursor only (what a lease that rolled back behind another leaves):
+    // the record stands, and the general lease finds them.
+    const behind = await newOperation(6, 3);
+    const first = await leaseBatch(db, behind.scope, {
+      operationId: behind.operationId,
+      owner: 'job-1',
+      leaseSeconds: 300,
+    });
+    await db.query(`UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', '6') WHERE id = $1`, [
+      behind.operationId,
+    ]);
+    const declined = await recordLeaseStep(db, behind.scope, {
+      ...call,
+      operationId: behind.operationId,
+      ids: first.batch,
+    });
+    expect(declined).toMatchObject({ next: { kind: 'declined' }, counts: { completed_count: 3, in_flight_count: 0 } });
+    const found = await leaseBatch(db, behind.scope, {
+      operationId: behind.operationId,
+      owner: 'job-1',
+      leaseSeconds: 300,
+    });
+    expect(found.batch).toEqual(ids(6).slice(3, 6));
+  });
+
   it('declines a record the one-statement record would decline, leasing nothing', async () => {
     const { scope, operationId } = await newOperation(8, 2);
     const mine = await leaseBatch(db, scope, { operationId, owner: 'mine', leaseSeconds: 300 });

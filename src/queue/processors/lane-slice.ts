@@ -6,8 +6,8 @@
  *
  * The job's lock is confirmed with Redis (or the Postgres queue) only when half its duration has
  * passed since this run last extended it: the lock lives `jobLockMs` from its last extension, so
- * before that it is still held, and a run that stalled (a frozen process) longer than that sees
- * the gap on the monotonic clock and asks. A run that lost its job must not lease beside the run
+ * before that it is still held, and a run that stalled (a frozen process, a suspended machine)
+ * longer than that sees the gap on its clocks and asks. A run that lost its job must not lease beside the run
  * another worker started under the same owner (the job id). Cost: one extension per slice in
  * practice (the first decision asks), where it was one per batch.
  */
@@ -43,18 +43,28 @@ export function createLaneSlice(options: {
   const { job, fair } = options;
   const owner = String(job.id);
   let slot: FairSlot | undefined;
-  let lockSeenAt = Number.NEGATIVE_INFINITY; // never yet: the first decision asks
+  // When this run last extended the lock, on both clocks: the monotonic one (immune to clock
+  // steps) and the wall clock (which also counts a suspended machine). Never yet: the first
+  // decision asks.
+  let seen: { monotonic: number; wall: number } | undefined;
   const trustLockMs = options.trustLockMs ?? options.jobLockMs / 2;
 
   const holdsJob = async (): Promise<boolean> => {
-    if (performance.now() - lockSeenAt < trustLockMs) {
+    const wall = Date.now();
+    if (
+      seen &&
+      performance.now() - seen.monotonic < trustLockMs &&
+      wall >= seen.wall &&
+      wall - seen.wall < trustLockMs
+    ) {
       return true;
     }
+    // Taken before asking: the lock's new life starts when Redis applies the extension, at the
+    // latest when the answer arrives, never before the question left.
+    const asked = { monotonic: performance.now(), wall };
     // 1 when extended, 0 when the token no longer holds the lock (a number on either backend).
     const held = Number(await job.extendLock(options.token as string, options.jobLockMs)) >= 1;
-    if (held) {
-      lockSeenAt = performance.now();
-    }
+    seen = held ? asked : undefined;
     return held;
   };
 

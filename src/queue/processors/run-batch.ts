@@ -22,25 +22,20 @@
  * rest back and frees the slot.
  */
 import { DelayedError, type Job, UnrecoverableError } from 'bullmq';
-import { AppError } from '../../domain/errors.ts';
 import type { HandlerRegistry } from '../../handlers/registry.ts';
 import type { Handler } from '../../handlers/types.ts';
 import type { Logger } from '../../logger.ts';
 import type { Metrics } from '../../metrics.ts';
-import {
-  completeIfDone,
-  type Database,
-  extendLeases,
-  type LeaseResult,
-  recordResults,
-  releaseLeasedItems,
-} from '../../store/index.ts';
+import { completeIfDone, type Database, extendLeases, releaseLeasedItems } from '../../store/index.ts';
 import { ATTR, annotateActiveSpan, inSpan } from '../../telemetry/spans.ts';
 import { RunBatchPayload } from '../catalog.ts';
 import type { Dispatcher } from '../dispatcher.ts';
 import type { FairShare } from '../fair-share.ts';
+import { reportBatch } from './batch-report.ts';
 import { failExhausted } from './fail-exhausted.ts';
 import { createLaneSlice, type NextBatch } from './lane-slice.ts';
+import { giveBack, type Prefetched } from './prefetched.ts';
+import { recordBatch } from './record-batch.ts';
 import { runWithinBudget } from './run-within-budget.ts';
 import { leaseForStep } from './step-lease.ts';
 
@@ -97,12 +92,8 @@ type StepResult = Omit<RunBatchResult, 'batches' | 'next'> & {
   /** What decideNext answered before the record, if it was asked. */
   decided?: NextBatch;
   /** The lane's next batch, leased by the record's call. */
-  nextLease?: LeaseResult;
+  prefetched?: Prefetched;
 };
-
-function isAppError(error: unknown, ...codes: AppError['code'][]): boolean {
-  return error instanceof AppError && codes.includes(error.code);
-}
 
 export function createRunBatchProcessor(deps: RunBatchDeps) {
   return async (job: Job, token?: string, shutdownSignal?: AbortSignal): Promise<RunBatchResult> => {
@@ -125,6 +116,7 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
     }
     // Without a lock token (a job not run by a worker) there is no lock to hold: one batch.
     const sliceMs = handler.rateLimit || token === undefined ? 0 : (deps.sliceMs ?? LANE_SLICE_MS);
+    const owner = String(job.id);
     const fair = deps.fairShare?.(step.operation_type);
     const lane = createLaneSlice({
       job,
@@ -141,15 +133,15 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
       throw new DelayedError();
     }
     const total = { leased: 0, completed: 0, failed: 0, released: 0, batches: 0 };
-    let leased: LeaseResult | undefined;
+    let prefetched: Prefetched | undefined;
     try {
       for (;;) {
         const ran = await runStep(deps, job, step, handler, shutdownSignal, {
           batch: total.batches + 1,
-          leased,
+          prefetched,
           decideNext: sliceMs > 0 ? lane.decideNext : undefined,
         });
-        leased = undefined;
+        prefetched = undefined;
         total.leased += ran.leased;
         total.completed += ran.completed;
         total.failed += ran.failed;
@@ -161,8 +153,15 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
         // Decided before the record (decideNext), or now when the batch ended otherwise: items
         // given back, or a signal that cut it short (then the lane's next batch is a new job).
         const decided = ran.decided ?? (ran.interrupted ? 'enqueue' : await lane.decideNext());
+        if (decided === 'go' && ran.prefetched && (shutdownSignal?.aborted || deps.closing?.())) {
+          // The worker began to close during the call that leased it: the batch goes back, and
+          // the lane to a new job, as when the worker closes between batches.
+          await giveBack(deps, step, owner, ran.prefetched);
+          await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
+          return { ...total, next: 'enqueued' };
+        }
         if (decided === 'go') {
-          leased = ran.nextLease; // leased by the record's call, or undefined: the step leases
+          prefetched = ran.prefetched; // leased by the record's call, or undefined: the step leases
           continue;
         }
         if (decided === 'enqueue') {
@@ -186,7 +185,7 @@ async function runStep(
     /** The batch's number within the job. */
     batch: number;
     /** Its batch when the previous batch's record leased it. */
-    leased?: LeaseResult;
+    prefetched?: Prefetched;
     /** Present when the job may go on with the lane (its slice). */
     decideNext?: () => Promise<NextBatch>;
   },
@@ -196,7 +195,7 @@ async function runStep(
   const logger = deps.logger.child({ operation_id: step.operation_id, job_id: owner });
   const stopTimer = deps.metrics.batchDuration.startTimer({ operation_type: step.operation_type });
 
-  const lease = slice.leased ?? (await leaseForStep(deps, scope, step, owner, handler));
+  const lease = slice.prefetched?.lease ?? (await leaseForStep(deps, scope, step, owner, handler));
   if (!lease) {
     return { leased: 0, completed: 0, failed: 0, released: 0, next: 'stopped' }; // deleted
   }
@@ -216,7 +215,7 @@ async function runStep(
     return { leased: 0, completed: 0, failed: 0, released: 0, next: done ? 'completed_operation' : 'stopped' };
   }
 
-  const stop = deps.watchStop(step.operation_id);
+  const stop = slice.prefetched?.stop ?? deps.watchStop(step.operation_id);
   // Heartbeat: a batch slower than its lease keeps it, instead of being handed to another
   // worker and handled twice. A worker that dies stops beating, and the lease expires.
   const heartbeat = setInterval(
@@ -276,116 +275,81 @@ async function runStep(
 
   let after = op;
   let counts = lease.counts;
-  let nextLease: LeaseResult | undefined;
   // A batch handled whole, with the lane free to go on in this job: decide that now, so the
   // record's call can lease the next batch too (one statement and one commit instead of two).
+  // A decision that fails (Redis) leases nothing, and is thrown once the batch is recorded.
+  let undecided: { error: unknown } | undefined;
   const decided =
     slice.decideNext && outcome.unhandled.length === 0 && ran.stoppedBy === undefined
-      ? await slice.decideNext()
+      ? await slice.decideNext().catch((error: unknown) => {
+          undecided = { error };
+          return undefined;
+        })
       : undefined;
-  if (outcome.completed.length + outcome.failed.length > 0) {
-    try {
-      const recordTimer = deps.metrics.recordDuration.startTimer(labels);
-      let callSeconds = 0;
-      const recorded = await inSpan(
-        'record results',
-        { attributes: { [ATTR.completed]: outcome.completed.length, [ATTR.failed]: outcome.failed.length } },
-        () =>
-          recordResults(deps.db, scope, {
-            operationId: op.id,
-            completedIds: outcome.completed,
-            failed: outcome.failed,
-            owner,
-            leaseNext:
-              decided === 'go'
-                ? { leaseSeconds: deps.leaseSeconds, batchSize: handler.batchSize, epoch: step.epoch }
-                : undefined,
-          }),
-      ).finally(() => {
-        callSeconds = recordTimer();
-      });
-      after = recorded.operation;
-      counts = recorded.counts;
-      if (recorded.next && recorded.next.kind !== 'declined') {
-        // A lease made by the record's call (empty ones too) counts that call's time.
-        deps.metrics.leaseDuration.observe(labels, callSeconds);
+  // Watched from before the call that may lease the next batch: a pause or cancel sent as soon
+  // as that call commits is not missed while this step finishes.
+  const nextStop = decided === 'go' ? deps.watchStop(step.operation_id) : undefined;
+  let next: Prefetched | undefined;
+  let handedOver = false;
+  try {
+    if (outcome.completed.length + outcome.failed.length > 0) {
+      const recorded = await recordBatch(deps, { scope, step, op, owner, handler, outcome, logger, nextStop });
+      if (!recorded) {
+        return { leased: lease.batch.length, completed: 0, failed: 0, released: 0, next: 'stopped' };
       }
-      if (recorded.next?.kind === 'leased') {
-        nextLease = { operation: after, batch: recorded.next.batch, counts, reclaimed: 0 };
-      }
-      if (recorded.leaseConflicts.length > 0) {
-        logger.warn({ items: recorded.leaseConflicts.length }, 'lease taken over by another worker; its result stands');
-      }
-    } catch (error) {
-      // Cancelled while the batch ran: the items are already abandoned; nothing to record.
-      if (!isAppError(error, 'operation_finished', 'not_found')) {
-        throw error;
-      }
-      return { leased: lease.batch.length, completed: 0, failed: 0, released: 0, next: 'stopped' };
+      ({ operation: after, counts, next } = recorded);
     }
-    deps.metrics.itemsRecorded.inc(
-      { operation_type: op.operation_type, outcome: 'completed' },
-      outcome.completed.length,
+    const released = await releaseLeasedItems(deps.db, scope, op.id, owner, outcome.unhandled).catch(
+      (error: unknown) => {
+        // The lease expires by itself; releasing early only saves time.
+        logger.warn({ err: error }, 'could not release unhandled items');
+        return 0;
+      },
     );
-    deps.metrics.itemsRecorded.inc({ operation_type: op.operation_type, outcome: 'failed' }, outcome.failed.length);
-  }
-  const released = await releaseLeasedItems(deps.db, scope, op.id, owner, outcome.unhandled).catch((error: unknown) => {
-    // The lease expires by itself; releasing early only saves time.
-    logger.warn({ err: error }, 'could not release unhandled items');
-    return 0;
-  });
-  stopTimer();
-  if (released > 0) {
-    deps.metrics.itemsReleased.inc(labels, released);
-  }
-
-  const recordedCount = counts.completed_count + counts.failed_count;
-  // Progress and log line in one go: each is a Redis round trip, and they do not depend on
-  // each other (the lane's next step waits for neither).
-  await Promise.all([
-    job.updateProgress({
-      operation_id: op.id,
-      recorded: recordedCount,
-      total: counts.total_items,
-      completed: counts.completed_count,
-      failed: counts.failed_count,
-      percent: counts.total_items === 0 ? 100 : Math.floor((recordedCount / counts.total_items) * 100),
-    }),
-    job.log(
-      `lane ${step.lane} step ${step.seq}${slice.batch > 1 ? ` batch ${slice.batch}` : ''}: ${outcome.completed.length} completed, ${outcome.failed.length} failed` +
-        `${outcome.unhandled.length > 0 ? `, ${outcome.unhandled.length} released` : ''}` +
-        `${ran.abandoned ? ` (handler left behind: it ignored its signal (${ran.stoppedBy}) past the grace period)` : ''}; ` +
-        `operation ${recordedCount}/${counts.total_items} recorded`,
-    ),
-  ]);
-
-  const result = {
-    leased: lease.batch.length,
-    completed: outcome.completed.length,
-    failed: outcome.failed.length,
-    released,
-    decided,
-  };
-  if (nextLease) {
-    // Leased only while the operation was active in this lane generation (the call checked).
-    return { ...result, next: 'continue', nextLease };
-  }
-  if (after.status !== 'active' || after.state_json.dispatch_epoch !== step.epoch) {
-    return { ...result, next: 'stopped' }; // paused, cancelled, or a newer lane generation runs
-  }
-  if (counts.remaining_count === 0) {
-    const done = await completeIfDone(deps.db, scope, after.id, 'worker');
-    return { ...result, next: done ? 'completed_operation' : 'stopped' };
-  }
-  // Pending items remain (or this step gave some back): keep the lane going. A lane that
-  // finds nothing to lease ends itself, so an extra step costs one empty lease.
-  // The counts were read before this step gave its unhandled items back: those are pending now.
-  if (counts.remaining_count - (counts.in_flight_count - released) > 0) {
-    if (slice.decideNext) {
-      return { ...result, next: 'continue', interrupted: ran.stoppedBy !== undefined };
+    stopTimer();
+    if (released > 0) {
+      deps.metrics.itemsReleased.inc(labels, released);
     }
-    await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
-    return { ...result, next: 'enqueued' };
+
+    await reportBatch(job, step, slice.batch, outcome, ran, counts);
+
+    if (undecided) {
+      throw undecided.error;
+    }
+    const result = {
+      leased: lease.batch.length,
+      completed: outcome.completed.length,
+      failed: outcome.failed.length,
+      released,
+      decided,
+    };
+    if (next) {
+      // Leased only while the operation was active in this lane generation (the call checked).
+      handedOver = true;
+      return { ...result, next: 'continue', prefetched: next };
+    }
+    if (after.status !== 'active' || after.state_json.dispatch_epoch !== step.epoch) {
+      return { ...result, next: 'stopped' }; // paused, cancelled, or a newer lane generation runs
+    }
+    if (counts.remaining_count === 0) {
+      const done = await completeIfDone(deps.db, scope, after.id, 'worker');
+      return { ...result, next: done ? 'completed_operation' : 'stopped' };
+    }
+    // Pending items remain (or this step gave some back): keep the lane going. A lane that
+    // finds nothing to lease ends itself, so an extra step costs one empty lease.
+    // The counts were read before this step gave its unhandled items back: those are pending now.
+    if (counts.remaining_count - (counts.in_flight_count - released) > 0) {
+      if (slice.decideNext) {
+        return { ...result, next: 'continue', interrupted: ran.stoppedBy !== undefined };
+      }
+      await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
+      return { ...result, next: 'enqueued' };
+    }
+    return { ...result, next: 'stopped' };
+  } finally {
+    if (!handedOver) {
+      // The step ended another way after the call leased the next batch (an error): give it back.
+      await (next ? giveBack(deps, step, owner, next) : nextStop?.release());
+    }
   }
-  return { ...result, next: 'stopped' };
 }
