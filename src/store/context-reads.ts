@@ -3,13 +3,17 @@
  * used the conversation id, the pad's version and stored recitation, and the first page of the
  * conversation's open operations. It was three statements sent side by side (three pooled
  * connections and three round trips per turn); one statement is one round trip and one snapshot.
+ * The reads in flight share that statement (batched.ts): each conversation is a row of its
+ * arrays, and its rows come back tagged with its place.
  *
  * Lock order: none; one snapshot of committed rows.
- * Cost: a primary-key probe of assistant_conversation and of scratchpad, and the index range of
- * the conversation's open operations bounded by `limit`, each with its lease rows (O(lanes)).
+ * Cost, per conversation of a batch: a primary-key probe of assistant_conversation and of
+ * scratchpad, and the index range of its open operations bounded by `limit`, each with its lease
+ * rows (O(lanes)).
  * The recitation comes on the first row only, so a page of operations does not repeat it.
  */
 import type { ListedOperation } from '../domain/operation.ts';
+import { batched } from './batched.ts';
 import type { ConversationScope } from './conversation-repo.ts';
 import type { Queryable } from './db.ts';
 import { IN_FLIGHT_COLUMN } from './item-sql.ts';
@@ -33,9 +37,31 @@ type Row = Partial<ListedOperation & { in_flight_count: number }> & {
 
 const OPERATION_NAMES = OPERATION_COLUMNS.split(',').map((c) => c.trim());
 
-/** Planned once per connection (prepared.ts): two key probes and one conversation's operations. */
-const CONTEXT_INPUTS_SQL =
-  prepared(`SELECT EXISTS (SELECT 1 FROM assistant_conversation WHERE organization_id = $1 AND id = $2) AS conversation_exists,
+/**
+ * Planned once per connection (prepared.ts): for each conversation of the batch (`n`, its place
+ * in the arrays), two key probes and its operations. Every join names the pair's organization
+ * and conversation: a row only ever carries its own conversation's data.
+ */
+const CONTEXT_INPUTS_SQL = prepared(`SELECT r.n, EXISTS (SELECT 1 FROM assistant_conversation c
+                 WHERE c.organization_id = r.organization_id AND c.id = r.conversation_id) AS conversation_exists,
+          p.version AS pad_version,
+          CASE WHEN ops.position IS NULL OR ops.position = 1 THEN p.recitation END AS pad_recitation,
+          ${OPERATION_NAMES.map((c) => `ops.${c}`).join(', ')}, ops.in_flight_count
+   FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS r(organization_id, conversation_id, n)
+   LEFT JOIN scratchpad p ON p.conversation_id = r.conversation_id AND p.organization_id = r.organization_id
+   LEFT JOIN LATERAL (
+     SELECT ${LISTED_COLUMNS('o.')}, ${IN_FLIGHT_COLUMN},
+            row_number() OVER (ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id) AS position
+     FROM assistant_operation o
+     WHERE o.organization_id = r.organization_id AND o.conversation_id = r.conversation_id
+       AND o.status IN ('active', 'paused')
+     ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id
+     LIMIT $3) ops ON true
+   ORDER BY r.n, ops.position`);
+
+/** One conversation: the same statement for a batch of one, whose generic plan Postgres keeps. */
+const ONE_CONTEXT_INPUTS_SQL =
+  prepared(`SELECT 1 AS n, EXISTS (SELECT 1 FROM assistant_conversation WHERE organization_id = $1 AND id = $2) AS conversation_exists,
           p.version AS pad_version,
           CASE WHEN ops.position IS NULL OR ops.position = 1 THEN p.recitation END AS pad_recitation,
           ${OPERATION_NAMES.map((c) => `ops.${c}`).join(', ')}, ops.in_flight_count
@@ -50,12 +76,44 @@ const CONTEXT_INPUTS_SQL =
      LIMIT $3) ops ON true
    ORDER BY ops.position`);
 
+/** Reads in flight at most in one statement. */
+const MAX_BATCH = 64;
+
+interface Asked {
+  scope: ConversationScope;
+  limit: number;
+}
+
+/**
+ * The context reads in flight, in one statement (batched.ts): each turn reads its conversation's
+ * inputs, and turns of many conversations arrive together.
+ */
+const readBatch = batched<Asked, Row[]>(async (db, batch) => {
+  const only = batch.length === 1 ? batch[0] : undefined;
+  const rows = await (only
+    ? db.query<Row & { n: number }>(ONE_CONTEXT_INPUTS_SQL, [
+        only.scope.organizationId,
+        only.scope.conversationId,
+        only.limit,
+      ])
+    : db.query<Row & { n: string | number }>(CONTEXT_INPUTS_SQL, [
+        batch.map((a) => a.scope.organizationId),
+        batch.map((a) => a.scope.conversationId),
+        Math.max(...batch.map((a) => a.limit)),
+      ]));
+  const answers = batch.map((): Row[] => []);
+  for (const row of rows) {
+    answers[Number(row.n) - 1]?.push(row);
+  }
+  return answers.map((answer, i) => answer.slice(0, (batch[i] as Asked).limit));
+}, MAX_BATCH);
+
 export async function readContextInputs(
   db: Queryable,
   scope: ConversationScope,
   limit: number,
 ): Promise<ContextInputs> {
-  const rows = await db.query<Row>(CONTEXT_INPUTS_SQL, [scope.organizationId, scope.conversationId, limit]);
+  const rows = await readBatch(db, { scope, limit });
   const first = rows[0];
   const operations = rows
     .filter((row) => row.id !== null && row.id !== undefined)
