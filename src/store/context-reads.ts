@@ -38,16 +38,16 @@ type Row = Partial<ListedOperation & { in_flight_count: number }> & {
 const OPERATION_NAMES = OPERATION_COLUMNS.split(',').map((c) => c.trim());
 
 /**
- * Planned once per connection (prepared.ts): for each conversation of the batch (`n`, its place
- * in the arrays), two key probes and its operations. Every join names the pair's organization
- * and conversation: a row only ever carries its own conversation's data.
+ * For each conversation of `pairs` (`n`, its place in the batch), two key probes and its
+ * operations. Every join names the pair's organization and conversation: a row only ever
+ * carries its own conversation's data.
  */
-const CONTEXT_INPUTS_SQL = prepared(`SELECT r.n, EXISTS (SELECT 1 FROM assistant_conversation c
-                 WHERE c.organization_id = r.organization_id AND c.id = r.conversation_id) AS conversation_exists,
+const contextInputsSql = (pairs: string) => `SELECT r.n, EXISTS (SELECT 1 FROM assistant_conversation c
+            WHERE c.organization_id = r.organization_id AND c.id = r.conversation_id) AS conversation_exists,
           p.version AS pad_version,
           CASE WHEN ops.position IS NULL OR ops.position = 1 THEN p.recitation END AS pad_recitation,
           ${OPERATION_NAMES.map((c) => `ops.${c}`).join(', ')}, ops.in_flight_count
-   FROM unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS r(organization_id, conversation_id, n)
+   FROM ${pairs}
    LEFT JOIN scratchpad p ON p.conversation_id = r.conversation_id AND p.organization_id = r.organization_id
    LEFT JOIN LATERAL (
      SELECT ${LISTED_COLUMNS('o.')}, ${IN_FLIGHT_COLUMN},
@@ -57,24 +57,19 @@ const CONTEXT_INPUTS_SQL = prepared(`SELECT r.n, EXISTS (SELECT 1 FROM assistant
        AND o.status IN ('active', 'paused')
      ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id
      LIMIT $3) ops ON true
-   ORDER BY r.n, ops.position`);
+   ORDER BY r.n, ops.position`;
 
-/** One conversation: the same statement for a batch of one, whose generic plan Postgres keeps. */
-const ONE_CONTEXT_INPUTS_SQL =
-  prepared(`SELECT 1 AS n, EXISTS (SELECT 1 FROM assistant_conversation WHERE organization_id = $1 AND id = $2) AS conversation_exists,
-          p.version AS pad_version,
-          CASE WHEN ops.position IS NULL OR ops.position = 1 THEN p.recitation END AS pad_recitation,
-          ${OPERATION_NAMES.map((c) => `ops.${c}`).join(', ')}, ops.in_flight_count
-   FROM (SELECT 1) one
-   LEFT JOIN scratchpad p ON p.conversation_id = $2 AND p.organization_id = $1
-   LEFT JOIN LATERAL (
-     SELECT ${LISTED_COLUMNS('o.')}, ${IN_FLIGHT_COLUMN},
-            row_number() OVER (ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id) AS position
-     FROM assistant_operation o
-     WHERE o.organization_id = $1 AND o.conversation_id = $2 AND o.status IN ('active', 'paused')
-     ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id
-     LIMIT $3) ops ON true
-   ORDER BY ops.position`);
+/**
+ * Planned once per connection (prepared.ts). A batch's statement stays on custom plans (the
+ * arrays' length is part of its cost); a read alone uses the one-conversation form, whose generic
+ * plan Postgres keeps.
+ */
+const CONTEXT_INPUTS_SQL = prepared(
+  contextInputsSql('unnest($1::uuid[], $2::uuid[]) WITH ORDINALITY AS r(organization_id, conversation_id, n)'),
+);
+const ONE_CONTEXT_INPUTS_SQL = prepared(
+  contextInputsSql('(SELECT $1::uuid AS organization_id, $2::uuid AS conversation_id, 1 AS n) r'),
+);
 
 /** Reads in flight at most in one statement. */
 const MAX_BATCH = 64;
