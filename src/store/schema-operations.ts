@@ -1,0 +1,176 @@
+/**
+ * Operations, their items, leases and audit trail (src/store/schema.ts).
+ *
+ * assistant_operation keeps the reference design's columns, types and indexes exactly. Items do
+ * not live in its state_json: they have their own rows in assistant_operation_item, so recording
+ * a batch touches O(batch) rows whatever the operation's size.
+ */
+import { sql } from 'drizzle-orm';
+import {
+  bigserial,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+  varchar,
+} from 'drizzle-orm/pg-core';
+import { belongsToConversation, organization } from './schema-tenants.ts';
+
+export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled'] as const;
+
+export const assistantOperation = pgTable(
+  'assistant_operation',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    conversationId: uuid('conversation_id').notNull(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    operationType: varchar('operation_type', { length: 64 }).notNull(),
+    status: varchar('status', { length: 32 }).notNull(),
+    totalItems: integer('total_items').notNull(),
+    completedCount: integer('completed_count').notNull().default(0),
+    failedCount: integer('failed_count').notNull().default(0),
+    stateJson: jsonb('state_json').notNull().default({}),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    belongsToConversation('assistant_operation', t),
+    index('idx_assistant_operation_conversation').on(t.conversationId),
+    index('idx_assistant_operation_org_active').on(t.organizationId, t.status).where(sql`status = 'active'`),
+    // "One active operation per conversation" is a database fact, not only an application rule.
+    uniqueIndex('uq_assistant_operation_one_active')
+      .on(t.conversationId, t.organizationId)
+      .where(sql`status = 'active'`),
+    check('ck_assistant_operation_status', sql`status IN ('active', 'paused', 'completed', 'cancelled')`),
+    // Retention (src/store/retention-sql.ts): finished operations whose item rows, or whose batch
+    // events, are still there, by finish time. Each holds only the operations retention has yet
+    // to visit, so finding the next ones costs O(found), however many operations are kept.
+    index('idx_assistant_operation_items_unpruned')
+      .on(t.updatedAt)
+      .where(sql`status IN ('completed', 'cancelled') AND NOT (state_json ? 'items_pruned_at')`),
+    index('idx_assistant_operation_events_unpruned')
+      .on(t.updatedAt)
+      .where(sql`status IN ('completed', 'cancelled') AND NOT (state_json ? 'events_pruned_at')`),
+  ],
+);
+
+export const ITEM_STATUSES = ['pending', 'leased', 'completed', 'failed', 'abandoned'] as const;
+
+/**
+ * No foreign key to assistant_operation on purpose: Postgres checks a foreign key row by row, and
+ * that check tripled the cost of inserting a million items (8 s instead of 2.3 s). Rows are only
+ * ever inserted with the id of the operation created in the same transaction, and the cascade on
+ * delete is a statement-level trigger (drizzle/0001_item_cascade.sql).
+ */
+export const assistantOperationItem = pgTable(
+  'assistant_operation_item',
+  {
+    operationId: uuid('operation_id').notNull(),
+    /** Position in the operation's item list, from 0: the cursor and batches follow it. */
+    ordinal: integer('ordinal').notNull(),
+    // Collation "C" (drizzle/0012_item_id_byte_order.sql): ids compare byte by byte, a memcmp
+    // instead of strcoll in the unique index every create and record goes through.
+    itemId: varchar('item_id', { length: 512 }).notNull(),
+    status: varchar('status', { length: 16 }).notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    leaseOwner: text('lease_owner'),
+    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
+    reason: text('reason'),
+    result: jsonb('result'),
+    updatedAt: timestamp('updated_at', { withTimezone: true }),
+  },
+  (t) => [
+    primaryKey({ columns: [t.operationId, t.ordinal], name: 'pk_assistant_operation_item' }),
+    // `update` names items by id; the index also makes ids unique within an operation.
+    uniqueIndex('uq_assistant_operation_item_id').on(t.operationId, t.itemId),
+    // No index names status, lease_owner or lease_expires_at, not even in a predicate: then a
+    // row's pending → leased → completed changes are HOT updates (no new index entries, dead
+    // versions pruned in the page without vacuum), helped by the table's fillfactor
+    // (25: drizzle/0006_ledger_leases.sql, 0009_item_fillfactor.sql). Leases are found through
+    // assistant_operation_lease.
+    // The failure page of `get` and `retry_failed` read only failed rows; only a failure sets
+    // reason, so this index leaves the other changes HOT.
+    index('idx_assistant_operation_item_failure').on(t.operationId, t.ordinal).where(sql`reason IS NOT NULL`),
+    check(
+      'ck_assistant_operation_item_status',
+      sql`status IN ('pending', 'leased', 'completed', 'failed', 'abandoned')`,
+    ),
+  ],
+);
+
+/**
+ * The failures retention keeps of a finished operation (the first OPSPAD_RETENTION_FAILURES, by
+ * item order), moved out of assistant_operation_item when its rows are pruned: left there, a few
+ * kept rows spread over the operation's ordinals would hold every page of its range of the item
+ * indexes, and those pages could not be freed for other operations. Reads merge the item
+ * table's failed rows and these in one ordinal order (src/store/failure-sql.ts).
+ */
+export const assistantOperationKeptFailure = pgTable(
+  'assistant_operation_kept_failure',
+  {
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+    ordinal: integer('ordinal').notNull(),
+    // Collation "C", as in assistant_operation_item: failures move here from there, and the
+    // failure pages read both tables as one (a UNION ALL of the two columns).
+    itemId: varchar('item_id', { length: 512 }).notNull(),
+    attempts: integer('attempts').notNull(),
+    reason: text('reason').notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }),
+  },
+  (t) => [
+    primaryKey({ columns: [t.operationId, t.ordinal], name: 'pk_assistant_operation_kept_failure' }),
+    // The operator view finds an item by its id.
+    index('idx_assistant_operation_kept_failure_item').on(t.operationId, t.itemId),
+  ],
+);
+
+/**
+ * The leases in force, one row per batch: what the owner holds (`ordinals`), how many of them it
+ * still holds (`remaining`: the operation's in-flight count is the sum), and until when. A
+ * handful of rows per operation whatever its size, so renewing a batch, counting what is in
+ * flight and finding expired leases never read item rows other than the batch's own.
+ */
+export const assistantOperationLease = pgTable(
+  'assistant_operation_lease',
+  {
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+    owner: text('owner').notNull(),
+    ordinals: integer('ordinals').array().notNull(),
+    remaining: integer('remaining').notNull(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.operationId, t.owner], name: 'pk_assistant_operation_lease' })],
+);
+
+/** Append-only audit trail of what happened to each operation, and who did it. */
+export const operationEvent = pgTable(
+  'operation_event',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    kind: varchar('kind', { length: 32 }).notNull(),
+    actor: text('actor').notNull(),
+    data: jsonb('data').notNull().default({}),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('idx_operation_event_operation').on(t.operationId, t.id)],
+);
+
+// ─── Scratchpads ─────────────────────────────────────────────────────────────────────────────

@@ -1,0 +1,80 @@
+/**
+ * Tenants and their conversations: organizations, their API keys and webhook secrets, and the
+ * (organization, id) conversations every other table belongs to (src/store/schema.ts).
+ */
+import { sql } from 'drizzle-orm';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
+import { foreignKey, index, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from 'drizzle-orm/pg-core';
+
+export const organization = pgTable('organization', {
+  id: uuid('id').primaryKey().defaultRandom(),
+  name: text('name').notNull().unique(),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/** Only a SHA-256 of each key is stored; the key itself is shown once, when created. */
+export const apiKey = pgTable(
+  'api_key',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    keyHash: text('key_hash').notNull().unique(),
+    /** The first characters of the key, so an operator can tell keys apart. */
+    keyPrefix: text('key_prefix').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    revokedAt: timestamp('revoked_at', { withTimezone: true }),
+  },
+  (t) => [index('idx_api_key_organization').on(t.organizationId)],
+);
+
+/**
+ * Each organization's webhook signing secrets (Standard Webhooks `whsec_…`). The current one has
+ * no expiry; after a rotation the previous one keeps signing until `expires_at`, so receivers
+ * can switch without a gap. Stored as is: an HMAC key must be usable to sign.
+ */
+export const organizationWebhookSecret = pgTable(
+  'organization_webhook_secret',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    secret: text('secret').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp('expires_at', { withTimezone: true }),
+  },
+  (t) => [
+    index('idx_organization_webhook_secret_organization').on(t.organizationId),
+    uniqueIndex('uq_organization_webhook_secret_current').on(t.organizationId).where(sql`expires_at IS NULL`),
+  ],
+);
+
+/**
+ * A conversation is (organization, id): the id is the caller's, so two organizations that pick
+ * the same id have two conversations that never meet. Every table that belongs to a conversation
+ * carries both columns and a composite foreign key to this primary key; their queries already
+ * filtered on both, so none needs a join or a lookup of an internal id. The key leads with
+ * organization_id, which also serves the cascade from a deleted organization.
+ */
+export const assistantConversation = pgTable(
+  'assistant_conversation',
+  {
+    id: uuid('id').notNull(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.organizationId, t.id], name: 'pk_assistant_conversation' })],
+);
+
+/** The composite foreign key of a row that belongs to a conversation (deleted with it). */
+export function belongsToConversation(table: string, t: { organizationId: AnyPgColumn; conversationId: AnyPgColumn }) {
+  return foreignKey({
+    name: `fk_${table}_conversation`,
+    columns: [t.organizationId, t.conversationId],
+    foreignColumns: [assistantConversation.organizationId, assistantConversation.id],
+  }).onDelete('cascade');
+}
