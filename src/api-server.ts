@@ -149,3 +149,16 @@ export function closeServerNow(server: Server): Promise<void> {
     server.closeAllConnections();
   });
 }
+
+/**
+ * Closes a server once its requests are done: idle keep-alive connections (a client's, a
+ * scraper's) are closed now, busy ones when their response ends, and any still open after
+ * `dropAfterMs` are dropped.
+ */
+export async function closeServerGracefully(server: Server, dropAfterMs?: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const drop = dropAfterMs === undefined ? undefined : setTimeout(() => server.closeAllConnections(), dropAfterMs);
+  await closed;
+  clearTimeout(drop);
+}

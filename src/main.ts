@@ -4,13 +4,11 @@
  * `createOpspad` is also how opspad is embedded as a library, with handlers passed in code.
  */
 import { randomBytes } from 'node:crypto';
-import { once } from 'node:events';
-import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { authFailureLimiter } from './api/auth-failures.ts';
 import type { AdminCredentials } from './api/basic-auth.ts';
-import { createMetricsApp } from './api/metrics-server.ts';
-import { apiSettingsOf, closeServerNow, listenApi, type ServiceConfig } from './api-server.ts';
+import { listenMetrics } from './api/metrics-server.ts';
+import { apiSettingsOf, closeServerGracefully, closeServerNow, listenApi, type ServiceConfig } from './api-server.ts';
 import { loadSettings, METRICS_ACCESS_PARTS } from './config/env.ts';
 import { retentionPolicy } from './config/retention.ts';
 import { sizeLimitsOf } from './domain/size-limits.ts';
@@ -260,21 +258,22 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
           async () => {
             // The sign-in settings, from the configuration or (embedded without them) their defaults.
             const access = { ...loadSettings(METRICS_ACCESS_PARTS, {}), ...definedOf(config) };
-            const listening = createMetricsApp({
-              metrics,
-              queues,
-              admin,
-              authFailures: authFailureLimiter(queueBackend.counter, access.OPSPAD_AUTH_FAILURE_LIMIT, logger),
-              trustProxy: access.OPSPAD_TRUST_PROXY,
-              logger,
-              readiness: {
-                checks: { postgres: async () => void (await db.query('SELECT 1')), ...queueBackend.readinessChecks },
-                accepting: () => accepting,
+            return listenMetrics(
+              {
+                metrics,
+                queues,
+                admin,
+                authFailures: authFailureLimiter(queueBackend.counter, access.OPSPAD_AUTH_FAILURE_LIMIT, logger),
+                trustProxy: access.OPSPAD_TRUST_PROXY,
+                logger,
+                readiness: {
+                  checks: { postgres: async () => void (await db.query('SELECT 1')), ...queueBackend.readinessChecks },
+                  accepting: () => accepting,
+                },
               },
-            }).listen(metricsPort, config.OPSPAD_METRICS_HOST);
-            // 'error' (the port is taken) rejects.
-            await once(listening, 'listening');
-            return listening;
+              metricsPort,
+              config.OPSPAD_METRICS_HOST,
+            );
           },
           (listening) => () => closeServerNow(listening),
         );
@@ -346,12 +345,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
       async run() {
         accepting = false; // readiness fails and event streams end from now on
         if (server) {
-          const open = server;
-          const closed = new Promise<void>((resolve) => open.close(() => resolve()));
-          open.closeIdleConnections();
-          const drain = setTimeout(() => open.closeAllConnections(), shutdownTimeoutMs * HTTP_DRAIN_SHARE);
-          await closed;
-          clearTimeout(drain);
+          await closeServerGracefully(server, shutdownTimeoutMs * HTTP_DRAIN_SHARE);
         }
       },
       force: () => server?.closeAllConnections(),
@@ -359,14 +353,8 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     { name: 'workers', run: async () => workerPool?.close(shutdownTimeoutMs * BATCH_GRACE_SHARE) },
     {
       name: 'metrics server',
-      run: async () => {
-        if (metricsServer) {
-          const open: Server = metricsServer;
-          const closed = new Promise<void>((resolve) => open.close(() => resolve()));
-          open.closeIdleConnections(); // a scraper's keep-alive connection
-          await closed;
-        }
-      },
+      // A scraper's keep-alive connection is idle between scrapes: closed at once.
+      run: async () => metricsServer && closeServerGracefully(metricsServer),
       force: () => metricsServer?.closeAllConnections(),
     },
     { name: 'reorganize worker', run: async () => reorganizeWorker?.close() },

@@ -4,6 +4,8 @@
  * (`opspad worker`) and so have no other HTTP surface. It listens on OPSPAD_METRICS_HOST,
  * loopback by default: a scraper elsewhere is let in on purpose, not by accident.
  */
+import { once } from 'node:events';
+import type { Server } from 'node:http';
 import type { Queue } from 'bullmq';
 import express from 'express';
 import type { Logger } from '../logger.ts';
@@ -41,4 +43,11 @@ export function createMetricsApp(deps: MetricsAppDeps): express.Express {
   app.use(notFoundHandler);
   app.use(errorMiddleware(deps.logger));
   return app;
+}
+
+/** Serves the metrics app on `port` of `host`; rejects if it cannot listen (the port is taken). */
+export async function listenMetrics(deps: MetricsAppDeps, port: number, host: string): Promise<Server> {
+  const listening = createMetricsApp(deps).listen(port, host);
+  await once(listening, 'listening');
+  return listening;
 }
