@@ -76,8 +76,6 @@ export const assistantOperationItem = pgTable(
     operationId: uuid('operation_id').notNull(),
     /** Position in the operation's item list, from 0: the cursor and batches follow it. */
     ordinal: integer('ordinal').notNull(),
-    // Collation "C" (drizzle/0012_item_id_byte_order.sql): ids compare byte by byte, a memcmp
-    // instead of strcoll in the unique index every create and record goes through.
     itemId: varchar('item_id', { length: 512 }).notNull(),
     status: varchar('status', { length: 16 }).notNull().default('pending'),
     attempts: integer('attempts').notNull().default(0),
@@ -120,8 +118,6 @@ export const assistantOperationKeptFailure = pgTable(
       .notNull()
       .references(() => assistantOperation.id, { onDelete: 'cascade' }),
     ordinal: integer('ordinal').notNull(),
-    // Collation "C", as in assistant_operation_item: failures move here from there, and the
-    // failure pages read both tables as one (a UNION ALL of the two columns).
     itemId: varchar('item_id', { length: 512 }).notNull(),
     attempts: integer('attempts').notNull(),
     reason: text('reason').notNull(),
