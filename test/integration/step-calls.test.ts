@@ -4,7 +4,7 @@
  * case is left to the general transaction with nothing changed first, and the calls agree with
  * the lifecycle table on which statuses they serve. A worker's record that leases its lane's next
  * batch (drizzle/0011_record_lease_step.sql) is one statement too, and leaves the state the two
- * calls leave.
+ * calls leave. Each function plans its statements once per connection (drizzle/0012).
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -476,6 +476,26 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     });
     expect(general.next).toBeUndefined();
     expect(general.leaseConflicts).toEqual([theirs.batch[0]]);
+  });
+
+  it('plans each statement of the step functions once per connection, and leaves the session setting alone', async () => {
+    const configs = await db.query<{ proname: string; proconfig: string[] | null }>(
+      `SELECT proname, proconfig FROM pg_proc
+       WHERE proname IN ('opspad_lease_step', 'opspad_record_step', 'opspad_record_lease_step') ORDER BY proname`,
+    );
+    expect(configs).toEqual(
+      ['opspad_lease_step', 'opspad_record_lease_step', 'opspad_record_step'].map((proname) => ({
+        proname,
+        proconfig: ['plan_cache_mode=force_generic_plan'],
+      })),
+    );
+    const { scope, operationId } = await newOperation(4, 2);
+    const seen = await db.transaction(async (tx) => {
+      const lease = await leaseStep(tx, scope, { operationId, owner: 'w', leaseSeconds: 300 });
+      const after = await tx.query<{ plan_cache_mode: string }>('SHOW plan_cache_mode');
+      return { batch: lease?.batch, mode: after[0]?.plan_cache_mode };
+    });
+    expect(seen).toEqual({ batch: ids(4).slice(0, 2), mode: 'auto' });
   });
 
   it('leaves an operation with a circuit breaker to the general path, which keeps its window', async () => {
