@@ -20,7 +20,7 @@ import {
   uuid,
   varchar,
 } from 'drizzle-orm/pg-core';
-import { belongsToConversation, organization } from './schema-tenants.ts';
+import { belongsToConversation, conversationColumns, organization } from './schema-tenants.ts';
 
 export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled'] as const;
 
@@ -28,10 +28,7 @@ export const assistantOperation = pgTable(
   'assistant_operation',
   {
     id: uuid('id').primaryKey().defaultRandom(),
-    conversationId: uuid('conversation_id').notNull(),
-    organizationId: uuid('organization_id')
-      .notNull()
-      .references(() => organization.id, { onDelete: 'cascade' }),
+    ...conversationColumns(),
     operationType: varchar('operation_type', { length: 64 }).notNull(),
     status: varchar('status', { length: 32 }).notNull(),
     totalItems: integer('total_items').notNull(),

@@ -18,7 +18,7 @@ import {
   uuid,
   varchar,
 } from 'drizzle-orm/pg-core';
-import { belongsToConversation, organization } from './schema-tenants.ts';
+import { belongsToConversation, conversationColumns } from './schema-tenants.ts';
 
 /**
  * An execution scopes notes (the notes scratchpad): notes written in it are cleared when it
@@ -28,10 +28,7 @@ export const assistantExecution = pgTable(
   'assistant_execution',
   {
     id: uuid('id').primaryKey().defaultRandom(),
-    conversationId: uuid('conversation_id').notNull(),
-    organizationId: uuid('organization_id')
-      .notNull()
-      .references(() => organization.id, { onDelete: 'cascade' }),
+    ...conversationColumns(),
     status: varchar('status', { length: 16 }).notNull().default('running'),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     endedAt: timestamp('ended_at', { withTimezone: true }),
@@ -57,10 +54,7 @@ export const scratchpadNote = pgTable(
   'scratchpad_note',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    conversationId: uuid('conversation_id').notNull(),
-    organizationId: uuid('organization_id')
-      .notNull()
-      .references(() => organization.id, { onDelete: 'cascade' }),
+    ...conversationColumns(),
     executionId: uuid('execution_id').references(() => assistantExecution.id, { onDelete: 'cascade' }),
     persistent: boolean('persistent').notNull().default(false),
     text: text('text').notNull(),
@@ -77,10 +71,7 @@ export const scratchpadTrace = pgTable(
   'scratchpad_trace',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    conversationId: uuid('conversation_id').notNull(),
-    organizationId: uuid('organization_id')
-      .notNull()
-      .references(() => organization.id, { onDelete: 'cascade' }),
+    ...conversationColumns(),
     executionId: uuid('execution_id').references(() => assistantExecution.id, { onDelete: 'cascade' }),
     kind: varchar('kind', { length: 8 }).notNull(),
     notes: text('notes'),
@@ -101,10 +92,7 @@ export const scratchpadTrace = pgTable(
 export const scratchpad = pgTable(
   'scratchpad',
   {
-    conversationId: uuid('conversation_id').notNull(),
-    organizationId: uuid('organization_id')
-      .notNull()
-      .references(() => organization.id, { onDelete: 'cascade' }),
+    ...conversationColumns(),
     version: integer('version').notNull(),
     pad: jsonb('pad').notNull(),
     /** Per-pad options (reorganize_every, schema_retries, max_recent_messages). */
@@ -160,10 +148,7 @@ export const scratchpadEvent = pgTable(
   'scratchpad_event',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    conversationId: uuid('conversation_id').notNull(),
-    organizationId: uuid('organization_id')
-      .notNull()
-      .references(() => organization.id, { onDelete: 'cascade' }),
+    ...conversationColumns(),
     kind: varchar('kind', { length: 32 }).notNull(),
     status: varchar('status', { length: 32 }).notNull(),
     data: jsonb('data').notNull().default({}),
@@ -180,10 +165,7 @@ export const contextRender = pgTable(
   'context_render',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    conversationId: uuid('conversation_id').notNull(),
-    organizationId: uuid('organization_id')
-      .notNull()
-      .references(() => organization.id, { onDelete: 'cascade' }),
+    ...conversationColumns(),
     padVersion: integer('pad_version').notNull(),
     chars: integer('chars').notNull(),
     sha256: text('sha256').notNull(),

@@ -70,6 +70,20 @@ export const assistantConversation = pgTable(
   (t) => [primaryKey({ columns: [t.organizationId, t.id], name: 'pk_assistant_conversation' })],
 );
 
+/**
+ * The columns of a row that belongs to a conversation: the conversation's id and its
+ * organization's (deleted with the organization); the key over both is
+ * {@link belongsToConversation}'s.
+ */
+export function conversationColumns() {
+  return {
+    conversationId: uuid('conversation_id').notNull(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+  };
+}
+
 /** The composite foreign key of a row that belongs to a conversation (deleted with it). */
 export function belongsToConversation(table: string, t: { organizationId: AnyPgColumn; conversationId: AnyPgColumn }) {
   return foreignKey({
