@@ -1,6 +1,6 @@
 /**
- * Which settings each `opspad` command reads: the parts of src/config/env.ts it uses, and no
- * others. A variable a command never reads cannot stop it — `opspad mcp` runs whatever
+ * Which settings each `opspad` command reads: the parts (src/config/settings-parts.ts) it
+ * uses, and no others. A variable a command never reads cannot stop it — `opspad mcp` runs whatever
  * OPSPAD_ADMIN_PASSWORD holds, while `opspad start`, which serves Bull Board, refuses a short one.
  */
 import {

@@ -16,7 +16,7 @@ export type RedisClient = Redis | Cluster;
 // Back off up to 2 s between reconnects; never give up (Redis may be restarting).
 const reconnectDelay = (times: number) => Math.min(times * 100, 2000);
 
-/** Credentials and TLS of a cluster's nodes, from its seed URLs (config/env.ts makes them agree). */
+/** Credentials and TLS of a cluster's nodes, from its seed URLs (config/parsers.ts makes them agree). */
 function clusterNodeOptions(nodes: readonly string[]): { username?: string; password?: string; tls?: object } {
   const urls = nodes.map((node) => new URL(node));
   const withCredentials = urls.find((url) => url.username || url.password);

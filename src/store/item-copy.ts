@@ -4,8 +4,8 @@
  * transaction once the body has been read and found valid. Anything wrong anywhere in the body
  * rolls the whole transaction back: nothing is stored.
  *
- * Order inside the transaction: the items first (they carry no foreign key, see schema.ts, and
- * nobody sees them before commit), then the statements of insertCreatedOperation — the
+ * Order inside the transaction: the items first (they carry no foreign key, see
+ * schema-operations.ts, and nobody sees them before commit), then the statements of insertCreatedOperation — the
  * conversation's lock, the pause of its active operation, the background limit, the operation
  * row, its event. So the conversation is locked only for the last few statements, not for the
  * upload; concurrent creates in one conversation copy side by side and then take turns.

@@ -9,8 +9,8 @@
  * item rows (SKIP LOCKED for a lease) and the lease rows → the event, the spent lease rows and
  * the operation row's update, last.
  * Cost: O(batch), one round trip; the statements are those of the general path, each planned
- * once per connection (drizzle/0012_step_generic_plans.sql: planned again on every call, the
- * ones taking the report's arrays cost a seventh of the call at batch 100).
+ * once per connection (drizzle/0012_step_generic_plans.sql; re-planned on every call, those
+ * taking the report's arrays had cost a seventh of the call at batch 100).
  *
  * Each returns null, having changed nothing, when the case is not the usual one (not active, an
  * expired lease to reclaim, a lease to renew, pending items not found from the cursor, a circuit
