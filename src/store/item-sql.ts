@@ -8,12 +8,14 @@
  * only ever touch their own rows (`SKIP LOCKED`, conditions on each row's status and owner).
  *
  * Leases are kept per batch in assistant_operation_lease (one row per owner: its ordinals, how
- * many of them it still holds, until when); no index of the item table names the columns a
- * lease or a record changes, so those updates are HOT (README, "Performance"). Every statement
- * that moves an item into or out of `leased` keeps `remaining` equal to the number of items
- * leased to that owner; the item row keeps its last owner after it is recorded, which is how a
- * record knows whose lease to count down. Lock order within a statement: item rows, then the
- * lease row.
+ * many of them it still holds, until when), and only there: a lease does not write its items
+ * (drizzle/0013_item_written_once.sql). An item is leased exactly when it is pending and its
+ * ordinal is in a lease row with items remaining; it is written once per lease cycle, when it is
+ * recorded (or released), and that write adds the ended lease to `attempts`. No index of the
+ * item table names a column a record changes, so a completion is a HOT update (README,
+ * "Performance"). Every statement that takes an item out of a lease keeps `remaining` equal to
+ * the number of the lease's ordinals still pending. Lock order within a statement: item rows,
+ * then the lease row.
  */
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { ItemStatus } from '../domain/operation.ts';
@@ -83,21 +85,16 @@ export interface LeasedItem {
 
 /**
  * $1 operation id, $2 owner, $3 lease seconds → the (ordinal, item_id) still leased to the owner,
- * their lease and the lease row's extended. The owner's lease row names the batch's ordinals, so
- * this reads the batch's rows by primary key and nothing else; an owner without a lease row (a
- * worker's new job) costs one primary-key probe.
+ * the lease row extended. The owner's lease row names the batch's ordinals, so this reads the
+ * batch's rows by primary key and nothing else; an owner without a lease row (a worker's new
+ * job) costs one primary-key probe.
  */
-export const RENEW_LEASE_SQL = `WITH renewed AS (
-       UPDATE assistant_operation_item
-       SET lease_expires_at = now() + make_interval(secs => $3)
-       WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
-         SELECT unnest(ordinals) FROM assistant_operation_lease WHERE operation_id = $1 AND owner = $2))
-         AND status = 'leased' AND lease_owner = $2
-       RETURNING ordinal, item_id),
-     lease AS (
+export const RENEW_LEASE_SQL = `WITH lease AS (
        UPDATE assistant_operation_lease SET expires_at = now() + make_interval(secs => $3)
-       WHERE operation_id = $1 AND owner = $2 AND EXISTS (SELECT 1 FROM renewed))
-     SELECT ordinal, item_id FROM renewed`;
+       WHERE operation_id = $1 AND owner = $2 AND remaining > 0
+       RETURNING ordinals)
+     SELECT ordinal, item_id FROM assistant_operation_item
+     WHERE operation_id = $1 AND ordinal = ANY(ARRAY(SELECT unnest(ordinals) FROM lease)) AND status = 'pending'`;
 
 /** The batch currently leased to `owner`, with its lease extended (asking again = heartbeat). */
 export async function renewOwnLease(
@@ -111,32 +108,33 @@ export async function renewOwnLease(
 }
 
 /**
- * Returns expired leases to pending and drops their lease rows; reports how many items and the
- * lowest ordinal among them. Two statements under the caller's exclusive lock; `now()` is the
- * transaction's, so both see the same leases expired. Every item leased to an owner expires no
- * later than its lease row (leases, renewals and extensions set both), so dropping the row
- * drops exactly the items released here from the in-flight count.
+ * Drops expired lease rows, which returns their pending items to the pool, and counts the ended
+ * lease in those items' `attempts`; reports how many items and the lowest ordinal among them.
+ * One statement under the caller's exclusive lock.
  */
 export async function releaseExpiredLeases(
   tx: Queryable,
   operationId: string,
 ): Promise<{ released: number; lowestOrdinal: number | null }> {
   const rows = await tx.query<{ released: number; lowest: number | null }>(
-    `WITH released AS (
-       UPDATE assistant_operation_item
-       SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-       WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
-         SELECT unnest(ordinals) FROM assistant_operation_lease WHERE operation_id = $1 AND expires_at < now()))
-         AND status = 'leased' AND lease_expires_at < now()
+    `WITH expired AS (
+       DELETE FROM assistant_operation_lease WHERE operation_id = $1 AND expires_at < now()
+       RETURNING ordinals),
+     released AS (
+       UPDATE assistant_operation_item SET attempts = attempts + 1, updated_at = now()
+       WHERE operation_id = $1 AND ordinal = ANY(ARRAY(SELECT unnest(ordinals) FROM expired))
+         AND status = 'pending'
        RETURNING ordinal)
      SELECT count(*)::int AS released, min(ordinal)::int AS lowest FROM released`,
     [operationId],
   );
-  await tx.query('DELETE FROM assistant_operation_lease WHERE operation_id = $1 AND expires_at < now()', [operationId]);
   return { released: rows[0]?.released ?? 0, lowestOrdinal: rows[0]?.lowest ?? null };
 }
 
-/** Returns the named items still leased to `owner` to pending. */
+/**
+ * Returns the named items still leased to `owner` to the pool: out of its lease row (a pending
+ * item in a lease row is leased), the ended lease counted in their `attempts`.
+ */
 export async function releaseOwnedItems(
   tx: Queryable,
   operationId: string,
@@ -145,12 +143,14 @@ export async function releaseOwnedItems(
 ): Promise<{ released: number; lowestOrdinal: number | null }> {
   const rows = await tx.query<{ released: number; lowest: number | null }>(
     `WITH released AS (
-       UPDATE assistant_operation_item
-       SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-       WHERE operation_id = $1 AND status = 'leased' AND lease_owner = $2 AND item_id = ANY($3::text[])
+       UPDATE assistant_operation_item SET attempts = attempts + 1, updated_at = now()
+       WHERE operation_id = $1 AND item_id = ANY($3::text[]) AND status = 'pending'
+         AND ordinal IN (SELECT unnest(ordinals) FROM assistant_operation_lease WHERE operation_id = $1 AND owner = $2)
        RETURNING ordinal),
      counted AS (
-       UPDATE assistant_operation_lease SET remaining = remaining - (SELECT count(*)::int FROM released)
+       UPDATE assistant_operation_lease
+       SET remaining = remaining - (SELECT count(*)::int FROM released),
+           ordinals = ARRAY(SELECT o FROM unnest(ordinals) AS o WHERE o NOT IN (SELECT ordinal FROM released))
        WHERE operation_id = $1 AND owner = $2)
      SELECT count(*)::int AS released, min(ordinal)::int AS lowest FROM released`,
     [operationId, owner, itemIds],
@@ -159,32 +159,22 @@ export async function releaseOwnedItems(
 }
 
 /**
- * $1 operation id, $2 owner, $3 lease seconds, $4 cursor, $5 batch size → leased (ordinal,
- * item_id), and the owner's lease row written (or, if it had one, extended by the batch) in the
- * same statement: one round trip. Exported for the plan checks in the scale tests.
+ * $1 operation id, $2 owner, $3 lease seconds, $4 cursor, $5 batch size, $6 whether the caller
+ * holds the operation row shared → leased (ordinal, item_id), the owner's lease row written (or,
+ * if it had one, extended by the batch): one round trip. The statement is the function
+ * opspad_lease_items (drizzle/0013_item_written_once.sql), which the step functions call too:
+ * its lock order (the candidates' item rows, SKIP LOCKED, then the lease row), how a lease is
+ * kept from rows another lease took under its scan, and its cost are said there. Exported for
+ * the plan checks in the scale tests.
  */
-export const LEASE_NEXT_SQL = `WITH leased AS (
-       UPDATE assistant_operation_item
-       SET status = 'leased', lease_owner = $2, lease_expires_at = now() + make_interval(secs => $3),
-           attempts = attempts + 1, updated_at = now()
-       WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
-         SELECT ordinal FROM assistant_operation_item
-         WHERE operation_id = $1 AND status = 'pending' AND ordinal >= $4
-         ORDER BY ordinal LIMIT $5
-         FOR UPDATE SKIP LOCKED))
-       RETURNING ordinal, item_id),
-     lease AS (
-       INSERT INTO assistant_operation_lease AS l (operation_id, owner, ordinals, remaining, expires_at)
-       SELECT $1, $2, array_agg(ordinal), count(*), now() + make_interval(secs => $3) FROM leased
-       HAVING count(*) > 0
-       ON CONFLICT (operation_id, owner) DO UPDATE
-       SET ordinals = l.ordinals || excluded.ordinals, remaining = l.remaining + excluded.remaining,
-           expires_at = excluded.expires_at)
-     SELECT ordinal, item_id FROM leased`;
+export const LEASE_NEXT_SQL = `SELECT leased_ordinal AS ordinal, leased_item_id AS item_id
+     FROM opspad_lease_items($1, $2, $3, $4, $5, $6)`;
 
 /**
  * Leases the next `limit` pending items at or after `cursor` to `owner`. The scan starts at
- * the cursor so it never walks the rows already finished (which would make it O(N)).
+ * the cursor so it never walks the rows already finished (which would make it O(N)). `shared`:
+ * the caller holds the operation row shared (other leases may be taken at the same time);
+ * otherwise exclusively, and the scan starts exactly at `cursor`.
  */
 export async function leaseNext(
   tx: Queryable,
@@ -193,8 +183,9 @@ export async function leaseNext(
   leaseSeconds: number,
   cursor: number,
   limit: number,
+  shared: boolean,
 ): Promise<LeasedItem[]> {
-  const rows = await tx.query<LeasedItem>(LEASE_NEXT_SQL, [operationId, owner, leaseSeconds, cursor, limit]);
+  const rows = await tx.query<LeasedItem>(LEASE_NEXT_SQL, [operationId, owner, leaseSeconds, cursor, limit, shared]);
   return rows.sort((a, b) => a.ordinal - b.ordinal);
 }
 
@@ -234,34 +225,47 @@ export interface ItemState {
   lease_expired: boolean;
 }
 
+/**
+ * The operation's ($1) items held by a lease with items remaining, with its owner and whether it
+ * has expired: a pending item among them is leased. One row per leased ordinal (a handful of
+ * lease rows, a batch each), materialized once per statement and hashed where it is read.
+ */
+const HELD = `held AS MATERIALIZED (
+       SELECT h.ordinal, l.owner, l.expires_at < now() AS expired
+       FROM assistant_operation_lease l, unnest(l.ordinals) AS h(ordinal)
+       WHERE l.operation_id = $1 AND l.remaining > 0)`;
+
 /** The current state of the named items (unknown ids are simply absent). */
 export async function findItems(tx: Queryable, operationId: string, itemIds: readonly string[]): Promise<ItemState[]> {
   return tx.query<ItemState>(
-    `SELECT ordinal, item_id, status, lease_owner,
-            coalesce(lease_expires_at < now(), false) AS lease_expired
-     FROM assistant_operation_item
-     WHERE operation_id = $1 AND item_id = ANY($2::text[])`,
+    `WITH ${HELD}
+     SELECT i.ordinal, i.item_id, CASE WHEN h.owner IS NULL THEN i.status ELSE 'leased' END AS status,
+            h.owner AS lease_owner, coalesce(h.expired, false) AS lease_expired
+     FROM assistant_operation_item i LEFT JOIN held h ON h.ordinal = i.ordinal AND i.status = 'pending'
+     WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[])`,
     [operationId, itemIds],
   );
 }
 
 /**
- * Which items a report may record: pending ones, those leased to the reporter ($3), and those
- * whose lease has expired. An item leased to someone else whose lease is live is left alone (a
- * late worker never overwrites the one that took its lease over), and so is one already recorded.
+ * Which items a report may record: pending ones that no lease holds, those leased to the
+ * reporter ($3), and those whose lease has expired. An item leased to someone else whose lease
+ * is live is left alone (a late worker never overwrites the one that took its lease over), and
+ * so is one already recorded.
  */
-const RECORDABLE = `(i.status = 'pending'
-         OR (i.status = 'leased' AND (i.lease_owner = $3 OR i.lease_expires_at < now())))`;
+const RECORDABLE = `i.status = 'pending' AND i.ordinal NOT IN (SELECT ordinal FROM held WHERE owner <> $3 AND NOT expired)`;
+
+/** A recorded item's attempts: one more when a lease held it (that lease has now ended). */
+const ATTEMPTS_ENDED = 'attempts = i.attempts + (i.ordinal IN (SELECT ordinal FROM held))::int';
 
 /**
- * Counts down the leases of the items a record statement (`recorded`) took out of `leased`:
- * their row keeps its last owner, and a pending row has none. Commutes (`remaining - n`), so
- * records running side by side may apply it in any order.
+ * Counts down the leases that held the items a record statement (`recorded`) took out of them.
+ * Commutes (`remaining - n`), so records running side by side may apply it in any order.
  */
 const COUNT_DOWN_LEASES = `counted AS (
        UPDATE assistant_operation_lease AS l SET remaining = l.remaining - c.n
-       FROM (SELECT lease_owner, count(*)::int AS n FROM recorded WHERE lease_owner IS NOT NULL GROUP BY lease_owner) c
-       WHERE l.operation_id = $1 AND l.owner = c.lease_owner)`;
+       FROM (SELECT h.owner, count(*)::int AS n FROM recorded r JOIN held h ON h.ordinal = r.ordinal GROUP BY h.owner) c
+       WHERE l.operation_id = $1 AND l.owner = c.owner)`;
 
 /**
  * $1 operation id, $2 item ids, $3 reporter → (ordinal, item_id) of the items this statement
@@ -269,11 +273,12 @@ const COUNT_DOWN_LEASES = `counted AS (
  * pass over the batch's index entries; the ids it did not record are looked up afterwards, only
  * when there are any (see recordResults). Only unindexed columns change: a HOT update.
  */
-export const RECORD_COMPLETED_SQL = `WITH recorded AS (
+export const RECORD_COMPLETED_SQL = `WITH ${HELD},
+     recorded AS (
        UPDATE assistant_operation_item AS i
-       SET status = 'completed', lease_expires_at = NULL, reason = NULL, updated_at = now()
+       SET status = 'completed', reason = NULL, updated_at = now(), ${ATTEMPTS_ENDED}
        WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND ${RECORDABLE}
-       RETURNING i.ordinal, i.item_id, i.lease_owner),
+       RETURNING i.ordinal, i.item_id),
      ${COUNT_DOWN_LEASES}
      SELECT ordinal, item_id FROM recorded`;
 
@@ -283,12 +288,13 @@ export const RECORD_COMPLETED_SQL = `WITH recorded AS (
  * index path; joining the unnest alone can pick a nested loop over the whole array. Setting
  * the reason enters the row in the failures' index: the one record change that is not HOT.
  */
-export const RECORD_FAILED_SQL = `WITH recorded AS (
+export const RECORD_FAILED_SQL = `WITH ${HELD},
+     recorded AS (
        UPDATE assistant_operation_item AS i
-       SET status = 'failed', reason = f.reason, lease_expires_at = NULL, updated_at = now()
+       SET status = 'failed', reason = f.reason, updated_at = now(), ${ATTEMPTS_ENDED}
        FROM unnest($2::text[], $4::text[]) AS f(item_id, reason)
        WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND i.item_id = f.item_id AND ${RECORDABLE}
-       RETURNING i.ordinal, i.item_id, i.lease_owner),
+       RETURNING i.ordinal, i.item_id),
      ${COUNT_DOWN_LEASES}
      SELECT ordinal, item_id FROM recorded`;
 
@@ -299,13 +305,14 @@ export const RECORD_FAILED_SQL = `WITH recorded AS (
  * kinds are disjoint (record-report.ts refuses an id in both). A completion sets no reason, so
  * its update stays HOT, as in RECORD_COMPLETED_SQL.
  */
-export const RECORD_MIXED_SQL = `WITH recorded AS (
+export const RECORD_MIXED_SQL = `WITH ${HELD},
+     recorded AS (
        UPDATE assistant_operation_item AS i
        SET status = CASE WHEN f.reason IS NULL THEN 'completed' ELSE 'failed' END,
-           reason = f.reason, lease_expires_at = NULL, updated_at = now()
+           reason = f.reason, updated_at = now(), ${ATTEMPTS_ENDED}
        FROM unnest($2::text[], $4::text[]) AS f(item_id, reason)
        WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND i.item_id = f.item_id AND ${RECORDABLE}
-       RETURNING i.ordinal, i.item_id, i.lease_owner, i.status),
+       RETURNING i.ordinal, i.item_id, i.status),
      ${COUNT_DOWN_LEASES}
      SELECT ordinal, item_id, status FROM recorded`;
 
@@ -367,10 +374,10 @@ export async function recordMixed(
 /** Marks every item not yet recorded as abandoned (cancel, forced complete); no lease stays. */
 export async function abandonUnrecorded(tx: Queryable, operationId: string): Promise<number> {
   const rows = await tx.query<{ n: number }>(
-    `WITH abandoned AS (
-       UPDATE assistant_operation_item
-       SET status = 'abandoned', lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-       WHERE operation_id = $1 AND status IN ('pending', 'leased')
+    `WITH ${HELD},
+     abandoned AS (
+       UPDATE assistant_operation_item AS i SET status = 'abandoned', updated_at = now(), ${ATTEMPTS_ENDED}
+       WHERE i.operation_id = $1 AND i.status = 'pending'
        RETURNING 1),
      leases AS (DELETE FROM assistant_operation_lease WHERE operation_id = $1 AND (SELECT count(*) FROM abandoned) >= 0)
      SELECT count(*)::int AS n FROM abandoned`,

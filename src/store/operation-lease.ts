@@ -1,11 +1,13 @@
 /**
  * The `progress` action and the leases around it: hand out the next batch, renew, extend,
- * release and reclaim. The lease statement itself is item-sql.ts LEASE_NEXT_SQL.
+ * release and reclaim. The lease statement itself is the function opspad_lease_items
+ * (drizzle/0013_item_written_once.sql, called as item-sql.ts LEASE_NEXT_SQL): a lease is a row
+ * of assistant_operation_lease and writes nothing to its items.
  *
  * Lock order: the operation row (shared for the usual lease, exclusive when the cursor may move
  * back), read with whether any lease has expired → the batch's item rows (`FOR UPDATE SKIP
  * LOCKED`, so lanes never wait on each other's rows) and the owner's lease row, in that order,
- * in one statement → the event, the spent lease rows and the operation row's cursor, last, in one
+ * in one call → the event, the spent lease rows and the operation row's cursor, last, in one
  * statement just before commit (operation-tail.ts): leases running side by side wait for each
  * other only there.
  * Cost per lease: O(batch) and six round trips (begin, lock, renew, lease, tail, commit), five
@@ -151,7 +153,7 @@ async function takeShared(
     return null;
   }
   const limit = params.batchSize ?? op.state_json.batch_size;
-  const batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, op.state_json.cursor, limit);
+  const batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, op.state_json.cursor, limit, true);
   const last = batch.at(-1);
   return last ? { batch, cursor: last.ordinal + 1, reclaimed: 0 } : null;
 }
@@ -165,13 +167,13 @@ async function takeExclusive(
 ): Promise<Taken> {
   const { cursor, released } = await reclaimExpired(tx, scope, op, params.owner);
   const limit = params.batchSize ?? op.state_json.batch_size;
-  let batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, cursor, limit);
+  let batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, cursor, limit, false);
   if (batch.length === 0 && cursor > 0) {
     // Pending items behind the cursor can only be left by a concurrent lease that rolled back
     // after another moved the cursor past its rows. Rare: look from the start once.
     const pending = remainingOf(op) - (await countInFlight(tx, op.id));
     if (pending > 0) {
-      batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, 0, limit);
+      batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, 0, limit, false);
     }
   }
   const last = batch.at(-1);
@@ -246,8 +248,8 @@ export async function releaseLeasedItems(
 /**
  * Extends the leases `owner` holds on the operation's items (a worker's heartbeat while its
  * handler runs), so a slow batch is not handed to another worker while it is still being done.
- * One statement, no operation lock: it touches only the owner's leased rows (found through its
- * lease row) and then its lease row, in the order every lease statement takes them.
+ * One statement, no operation lock: it touches only the owner's lease row (a lease's expiry is
+ * kept there alone); it returns how many items that lease still holds.
  */
 export async function extendLeases(
   db: Queryable,
@@ -258,18 +260,12 @@ export async function extendLeases(
 ): Promise<number> {
   const rows = await db.query<{ n: number }>(
     `WITH extended AS (
-       UPDATE assistant_operation_item
-       SET lease_expires_at = now() + make_interval(secs => $3)
-       WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
-         SELECT unnest(l.ordinals) FROM assistant_operation_lease l
-         JOIN assistant_operation o ON o.id = l.operation_id AND o.organization_id = $4
-         WHERE l.operation_id = $1 AND l.owner = $2))
-         AND status = 'leased' AND lease_owner = $2
-       RETURNING 1),
-     lease AS (
-       UPDATE assistant_operation_lease SET expires_at = now() + make_interval(secs => $3)
-       WHERE operation_id = $1 AND owner = $2 AND EXISTS (SELECT 1 FROM extended))
-     SELECT count(*)::int AS n FROM extended`,
+       UPDATE assistant_operation_lease l SET expires_at = now() + make_interval(secs => $3)
+       FROM assistant_operation o
+       WHERE l.operation_id = $1 AND l.owner = $2 AND l.remaining > 0
+         AND o.id = l.operation_id AND o.organization_id = $4
+       RETURNING l.remaining)
+     SELECT coalesce(sum(remaining), 0)::int AS n FROM extended`,
     [operationId, owner, leaseSeconds, scope.organizationId],
   );
   return rows[0]?.n ?? 0;

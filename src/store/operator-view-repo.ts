@@ -357,7 +357,10 @@ export interface OperatorItem {
   updated_at: Date | null;
 }
 
-/** One item of an operation by its id (the detail page of a search by item id). */
+/**
+ * One item of an operation by its id (the detail page of a search by item id). A pending item
+ * that a lease holds shows as leased, its attempts counting that lease.
+ */
 export async function getOperatorItem(
   db: Queryable,
   operationId: string,
@@ -365,8 +368,12 @@ export async function getOperatorItem(
 ): Promise<OperatorItem | null> {
   const rows = await db.query<OperatorItem>(
     `/* operator view: item */
-     SELECT item_id, ordinal, status, attempts, reason, updated_at FROM assistant_operation_item
-     WHERE operation_id = $1 AND item_id = $2
+     SELECT i.item_id, i.ordinal, CASE WHEN l.owner IS NULL THEN i.status ELSE 'leased' END AS status,
+            i.attempts + (l.owner IS NOT NULL)::int AS attempts, i.reason, i.updated_at
+     FROM assistant_operation_item i
+     LEFT JOIN assistant_operation_lease l ON l.operation_id = i.operation_id AND l.remaining > 0
+       AND i.status = 'pending' AND i.ordinal = ANY(l.ordinals)
+     WHERE i.operation_id = $1 AND i.item_id = $2
      UNION ALL
      SELECT item_id, ordinal, 'failed', attempts, reason, updated_at FROM assistant_operation_kept_failure
      WHERE operation_id = $1 AND item_id = $2`,

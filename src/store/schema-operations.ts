@@ -75,9 +75,8 @@ export const assistantOperationItem = pgTable(
     ordinal: integer('ordinal').notNull(),
     itemId: varchar('item_id', { length: 512 }).notNull(),
     status: varchar('status', { length: 16 }).notNull().default('pending'),
+    /** Leases of this item that have ended (recorded, released or expired): a live lease is not counted yet. */
     attempts: integer('attempts').notNull().default(0),
-    leaseOwner: text('lease_owner'),
-    leaseExpiresAt: timestamp('lease_expires_at', { withTimezone: true }),
     reason: text('reason'),
     result: jsonb('result'),
     updatedAt: timestamp('updated_at', { withTimezone: true }),
@@ -86,11 +85,11 @@ export const assistantOperationItem = pgTable(
     primaryKey({ columns: [t.operationId, t.ordinal], name: 'pk_assistant_operation_item' }),
     // `update` names items by id; the index also makes ids unique within an operation.
     uniqueIndex('uq_assistant_operation_item_id').on(t.operationId, t.itemId),
-    // No index names status, lease_owner or lease_expires_at, not even in a predicate: then a
-    // row's pending → leased → completed changes are HOT updates (no new index entries, dead
-    // versions pruned in the page without vacuum), helped by the table's fillfactor
-    // (25: drizzle/0006_ledger_leases.sql, 0009_item_fillfactor.sql). Leases are found through
-    // assistant_operation_lease.
+    // A lease lives only in assistant_operation_lease: a leased item stays 'pending' (its status
+    // reads 'leased' where it is shown) and its row is written once per lease cycle, when it is
+    // recorded (drizzle/0013_item_written_once.sql). No index names status, not even in a
+    // predicate: then that write is a HOT update (no new index entries, the dead version pruned
+    // in the page without vacuum), for which the table's fillfactor (45) keeps room in each page.
     // The failure page of `get` and `retry_failed` read only failed rows; only a failure sets
     // reason, so this index leaves the other changes HOT.
     index('idx_assistant_operation_item_failure').on(t.operationId, t.ordinal).where(sql`reason IS NOT NULL`),

@@ -42,8 +42,9 @@ export async function listWaitingOrganizations(db: Queryable, query: WaitingWork
 }
 
 /**
- * How many times each of `itemIds` has been leased, among those still leased to `owner` (the
- * `attempts` column counts leases). Scoped by organization.
+ * How many times each of `itemIds` has been leased, among those still leased to `owner`: the
+ * `attempts` column counts the leases that ended, and the live one is one more. Scoped by
+ * organization.
  */
 export async function leaseCountsOf(
   db: Queryable,
@@ -56,11 +57,13 @@ export async function leaseCountsOf(
     return new Map();
   }
   const rows = await db.query<{ item_id: string; attempts: number }>(
-    `SELECT i.item_id, i.attempts
+    `SELECT i.item_id, i.attempts + 1 AS attempts
      FROM assistant_operation_item i
      JOIN assistant_operation o ON o.id = i.operation_id
      WHERE i.operation_id = $1 AND o.organization_id = $2 AND o.conversation_id = $3
-       AND i.status = 'leased' AND i.lease_owner = $4 AND i.item_id = ANY($5::text[])`,
+       AND i.status = 'pending' AND i.item_id = ANY($5::text[])
+       AND i.ordinal IN (SELECT unnest(l.ordinals) FROM assistant_operation_lease l
+                         WHERE l.operation_id = $1 AND l.owner = $4)`,
     [operationId, scope.organizationId, scope.conversationId, owner, itemIds],
   );
   return new Map(rows.map((row) => [row.item_id, row.attempts]));

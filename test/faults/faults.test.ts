@@ -22,6 +22,7 @@ import {
   startHarness,
   type Tenant,
 } from '../helpers/harness.ts';
+import { ITEM_STATES } from '../helpers/item-states.ts';
 import { type PrivateRedis, startPrivateRedis } from '../helpers/private-redis.ts';
 import { killAllChildren, type Spawned, startWorker } from '../helpers/processes.ts';
 import { testKey } from '../helpers/redis.ts';
@@ -408,7 +409,7 @@ describe('fault injection', () => {
     // Freeze it while it holds a batch: between two batches it holds nothing, so try again then.
     const heldNow = () =>
       s.harness.db.query<{ item_id: string }>(
-        `SELECT item_id FROM assistant_operation_item WHERE operation_id = $1 AND status = 'leased'`,
+        `SELECT item_id FROM (${ITEM_STATES}) i WHERE operation_id = $1 AND status = 'leased'`,
         [operationId],
       );
     let held: { item_id: string }[] = [];

@@ -15,6 +15,7 @@ import {
   startHarness,
   type Tenant,
 } from '../helpers/harness.ts';
+import { ITEM_STATES } from '../helpers/item-states.ts';
 
 interface ErrorResponse {
   error: { code: string; message: string; details: Record<string, unknown> };
@@ -37,8 +38,9 @@ async function snapshot(harness: Harness, organizationId: string) {
     [organizationId],
   );
   const items = await harness.db.query(
-    `SELECT i.operation_id, i.ordinal, i.item_id, i.status, i.attempts, i.lease_owner, i.reason, i.updated_at
-     FROM assistant_operation_item i JOIN assistant_operation o ON o.id = i.operation_id
+    `SELECT i.operation_id, i.ordinal, i.item_id, i.status, i.attempts, i.lease_owner, i.lease_expires_at, i.reason,
+            i.updated_at
+     FROM (${ITEM_STATES}) i JOIN assistant_operation o ON o.id = i.operation_id
      WHERE o.organization_id = $1 ORDER BY i.operation_id, i.ordinal`,
     [organizationId],
   );

@@ -5,6 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINES, type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { expireLeases } from '../helpers/item-states.ts';
 
 interface Progress {
   operation_id: string;
@@ -167,17 +168,8 @@ describe.each(ENGINES)('manage_assistant_operation on %s', (engine) => {
     const operationId = created.body.operation_id as string;
     const first = await tenant.op<Progress>(conversation, { action: 'progress', lease_owner: 'crashed-worker' });
     expect(first.body.batch).toEqual(['contact-1', 'contact-2', 'contact-3']);
-    // Expire the lease as time would (the clock is the database's): the batch's lease row and
-    // its items' leases end together.
-    await harness.db.query(
-      `UPDATE assistant_operation_item SET lease_expires_at = now() - interval '1 second'
-       WHERE operation_id = $1 AND status = 'leased'`,
-      [operationId],
-    );
-    await harness.db.query(
-      `UPDATE assistant_operation_lease SET expires_at = now() - interval '1 second' WHERE operation_id = $1`,
-      [operationId],
-    );
+    // Expire the lease as time would (the clock is the database's; the lease row is the lease).
+    await expireLeases(harness.db, operationId);
     const taken = await tenant.op<Progress>(conversation, { action: 'progress', lease_owner: 'rescuer' });
     expect(taken.body.batch).toEqual(['contact-1', 'contact-2', 'contact-3']);
     expect(taken.body.in_flight_count).toBe(3);

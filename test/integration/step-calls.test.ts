@@ -13,6 +13,7 @@ import { LIFECYCLE } from '../../src/domain/operation-lifecycle.ts';
 import { completeOperation, leaseBatch, type OpspadDatabase, recordResults } from '../../src/store/index.ts';
 import { leaseStep, recordLeaseStep, recordStep } from '../../src/store/step-calls.ts';
 import { counting, ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
+import { ITEM_STATES } from '../helpers/item-states.ts';
 
 describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
   let db: OpspadDatabase;
@@ -29,7 +30,7 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
 
   const itemRows = (operationId: string) =>
     db.query<{ item_id: string; status: string; lease_owner: string | null }>(
-      'SELECT item_id, status, lease_owner FROM assistant_operation_item WHERE operation_id = $1 ORDER BY ordinal',
+      `SELECT item_id, status, lease_owner FROM (${ITEM_STATES}) i WHERE operation_id = $1 ORDER BY ordinal`,
       [operationId],
     );
   const events = (operationId: string) =>
@@ -249,10 +250,6 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
 
     // An expired lease: declined, and the general path reclaims it.
     await db.query(
-      `UPDATE assistant_operation_item SET lease_expires_at = now() - interval '1 minute' WHERE operation_id = $1 AND lease_owner = 'a'`,
-      [operationId],
-    );
-    await db.query(
       `UPDATE assistant_operation_lease SET expires_at = now() - interval '1 minute' WHERE operation_id = $1 AND owner = 'a'`,
       [operationId],
     );
@@ -354,10 +351,6 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     const mine = await leaseBatch(db, scope, { operationId, owner: 'job-1', leaseSeconds: 300 });
     const other = await leaseBatch(db, scope, { operationId, owner: 'job-2', leaseSeconds: 300 });
     // Another lane's lease has expired: only the general lease reclaims it. The record stands.
-    await db.query(
-      `UPDATE assistant_operation_item SET lease_expires_at = now() - interval '1 minute' WHERE operation_id = $1 AND lease_owner = 'job-2'`,
-      [operationId],
-    );
     await db.query(
       `UPDATE assistant_operation_lease SET expires_at = now() - interval '1 minute' WHERE operation_id = $1 AND owner = 'job-2'`,
       [operationId],

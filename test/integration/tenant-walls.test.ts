@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENGINES, type Harness, type HttpResult, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { ITEM_STATES } from '../helpers/item-states.ts';
 
 interface ErrorResponse {
   error: { code: string; message: string; details: Record<string, unknown> };
@@ -27,7 +28,7 @@ async function snapshot(harness: Harness, organizationId: string) {
   );
   const items = await harness.db.query(
     `SELECT i.operation_id, i.ordinal, i.status, i.attempts, i.lease_owner, i.lease_expires_at, i.reason
-     FROM assistant_operation_item i JOIN assistant_operation o ON o.id = i.operation_id
+     FROM (${ITEM_STATES}) i JOIN assistant_operation o ON o.id = i.operation_id
      WHERE o.organization_id = $1 ORDER BY i.operation_id, i.ordinal`,
     [organizationId],
   );

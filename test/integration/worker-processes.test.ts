@@ -15,6 +15,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { QueueBackendKind } from '../../src/config/env.ts';
 import { closeCountingClient, countingHandler, sideEffects } from '../fixtures/counting-handler.ts';
 import { type Harness, harnessPrefix, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
+import { ITEM_STATES } from '../helpers/item-states.ts';
 import {
   EXIT_TIMEOUT_MS,
   killAllChildren,
@@ -248,7 +249,7 @@ describe.each(QUEUE_BACKENDS)('worker processes (postgres database, %s queue, re
     // ran): its batches were recorded or given back. (Scoped to that generation because another
     // process's reconciler sharing this database could adopt the operation from here on.)
     const leased = await harness.db.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM assistant_operation_item
+      `SELECT count(*)::int AS n FROM (${ITEM_STATES}) i
        WHERE operation_id = $1 AND status = 'leased' AND lease_owner LIKE $2`,
       [operationId, `${operationId}.${epoch}.%`],
     );
