@@ -84,25 +84,20 @@ export async function benchContext(ctx: BenchContext, organizationId: string): P
       [scope.conversationId, scope.organizationId, operations],
     );
     await tx.query(
-      `INSERT INTO assistant_operation_item (operation_id, ordinal, item_id, status, lease_owner, lease_expires_at)
+      `INSERT INTO assistant_operation_item (operation_id, ordinal, item_id, status)
        SELECT o.id, i, 'contact-' || o.id || '-' || i,
-         CASE WHEN i < o.completed_count + o.failed_count THEN 'completed'
-              WHEN i < o.completed_count + o.failed_count + 5 THEN 'leased' ELSE 'pending' END,
-         CASE WHEN i >= o.completed_count + o.failed_count AND i < o.completed_count + o.failed_count + 5
-              THEN 'assistant' END,
-         CASE WHEN i >= o.completed_count + o.failed_count AND i < o.completed_count + o.failed_count + 5
-              THEN now() + interval '1 hour' END
+         CASE WHEN i < o.completed_count + o.failed_count THEN 'completed' ELSE 'pending' END
        FROM assistant_operation o, generate_series(0, ${ITEMS_PER_OPERATION - 1}) AS i
        WHERE o.conversation_id = $1`,
       [scope.conversationId],
     );
-    // Each operation's 5 leased items as the assistant's batch: a lease row names them.
+    // Each operation's next 5 items leased as the assistant's batch: a lease row names them.
     await tx.query(
       `INSERT INTO assistant_operation_lease (operation_id, owner, ordinals, remaining, expires_at)
-       SELECT i.operation_id, 'assistant', array_agg(i.ordinal), count(*), max(i.lease_expires_at)
-       FROM assistant_operation_item i JOIN assistant_operation o ON o.id = i.operation_id
-       WHERE o.conversation_id = $1 AND i.status = 'leased'
-       GROUP BY i.operation_id`,
+       SELECT o.id, 'assistant',
+         ARRAY(SELECT generate_series(o.completed_count + o.failed_count, o.completed_count + o.failed_count + 4)),
+         5, now() + interval '1 hour'
+       FROM assistant_operation o WHERE o.conversation_id = $1`,
       [scope.conversationId],
     );
   });

@@ -2,8 +2,8 @@
  * The least SQL that leases and records a batch on opspad's own tables (`sql_opspad_tables_*`,
  * once called the "SQL ceiling"; it is not one: it inherits the item table's indexes and their
  * cost, which sql-minimal.ts does without). Four clients loop: lease the next batch (opspad's
- * lease statement), then record it (one UPDATE of the rows plus the operation's counters, in one
- * transaction). The gap to `opspad_background_*` is what opspad adds around these statements:
+ * lease statement), then record it (one UPDATE of the rows, the lease row dropped and the
+ * operation's counters, in one transaction). The gap to `opspad_background_*` is what opspad adds around these statements:
  * checks, audit trail, counts, queue; the gap to `sql_minimal_*` is what the table costs.
  */
 import { randomUUID } from 'node:crypto';
@@ -14,10 +14,16 @@ import { type BenchContext, itemIds, timed } from '../lib/common.ts';
 
 const CLIENTS = 4;
 
-/** Records a leased batch by its ordinals (the primary key): the cheapest way there is. */
+/**
+ * Records a leased batch by its ordinals (the primary key): the cheapest way there is. The
+ * lease's end is counted in `attempts`, as opspad counts it.
+ */
 const MARK_COMPLETED_SQL = `UPDATE assistant_operation_item
-  SET status = 'completed', lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
-  WHERE operation_id = $1 AND ordinal = ANY($2::int[]) AND status = 'leased'`;
+  SET status = 'completed', attempts = attempts + 1, updated_at = now()
+  WHERE operation_id = $1 AND ordinal = ANY($2::int[]) AND status = 'pending'`;
+
+/** The client's lease row goes with its batch, all recorded. */
+const DROP_LEASE_SQL = 'DELETE FROM assistant_operation_lease WHERE operation_id = $1 AND owner = $2';
 
 async function runOnce(ctx: BenchContext, organizationId: string, items: number, batch: number): Promise<number> {
   const scope = { organizationId, conversationId: randomUUID() };
@@ -44,6 +50,7 @@ async function runOnce(ctx: BenchContext, organizationId: string, items: number,
           300,
           cursor,
           batch,
+          true,
         ]);
         if (leased.rows.length === 0) {
           return;
@@ -52,6 +59,7 @@ async function runOnce(ctx: BenchContext, organizationId: string, items: number,
         cursor = Math.max(cursor, Math.max(...ordinals) + 1);
         await conn.query('BEGIN');
         await conn.query(MARK_COMPLETED_SQL, [operation.id, ordinals]);
+        await conn.query(DROP_LEASE_SQL, [operation.id, `client-${n}`]);
         await conn.query(
           'UPDATE assistant_operation SET completed_count = completed_count + $2, updated_at = now() WHERE id = $1',
           [operation.id, ordinals.length],

@@ -8,13 +8,16 @@
  * Lock order: the same as the general path's — the operation row (FOR KEY SHARE) → the batch's
  * item rows (SKIP LOCKED for a lease) and the lease rows → the event, the spent lease rows and
  * the operation row's update, last.
- * Cost: O(batch), one round trip; the statements are those of the general path, each planned
- * once per connection (drizzle/0012_step_generic_plans.sql; re-planned on every call, those
- * taking the report's arrays had cost a seventh of the call at batch 100).
+ * Cost: O(batch), one round trip; the lease is the general path's statement (opspad_lease_items)
+ * and the record writes each item once (opspad_record_owned, both in
+ * drizzle/0013_item_written_once.sql), each planned once per connection
+ * (drizzle/0012_step_generic_plans.sql; re-planned on every call, those taking the report's
+ * arrays had cost a seventh of the call at batch 100).
  *
  * Each returns null, having changed nothing, when the case is not the usual one (not active, an
  * expired lease to reclaim, a lease to renew, pending items not found from the cursor, a circuit
- * breaker, an id that was not recordable, a deadlock): the caller then runs the general
+ * breaker, an id that was not a pending item of the caller's own lease, a deadlock): the caller
+ * then runs the general
  * transaction, which decides it exactly as before. A lease that finds nothing because no item is
  * pending at all answers "no batch" itself (drizzle/0010_empty_lease_step.sql). A worker going on
  * with its lane records and leases its next batch in one call (recordLeaseStep,
