@@ -20,7 +20,7 @@
  * Exits 0 whether targets are met or not (the table says); non-zero only when a scenario fails.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -107,7 +107,33 @@ async function describeMachine(ctx: BenchContext) {
     postgres: pgVersion?.version.split(' on ')[0],
     postgres_settings: Object.fromEntries(settings.map((s) => [s.name, s.setting])),
     redis: /redis_version:(\S+)/.exec(info)?.[1],
+    memory_reclaim: memoryReclaim(),
   };
+}
+
+/**
+ * Whether this machine hands memory back to its host: free page reporting (a virtual machine's
+ * kernel returning free pages) and a DAMON `pageout` scheme. A file that grows (a create's new
+ * heap and index pages) then takes memory the host must back again, which costs the create
+ * about a second on the project's machine (README, "Why the create takes longer in a full run").
+ */
+function memoryReclaim(): string {
+  const read = (path: string) => {
+    try {
+      return readFileSync(path, 'utf8').trim();
+    } catch {
+      return '';
+    }
+  };
+  const parts: string[] = [];
+  if (/page_reporting\./.test(read('/proc/cmdline'))) {
+    parts.push('free page reporting');
+  }
+  const damon = '/sys/kernel/mm/damon/admin/kdamonds/0';
+  if (read(`${damon}/state`) === 'on' && read(`${damon}/contexts/0/schemes/0/action`) === 'pageout') {
+    parts.push('DAMON pageout');
+  }
+  return parts.length > 0 ? parts.join(', ') : 'none seen';
 }
 
 async function main(): Promise<number> {
@@ -268,7 +294,7 @@ async function main(): Promise<number> {
   }
 
   process.stdout.write(
-    `\nopspad benchmark (${values.quick ? 'quick: reduced sizes, a smoke test' : 'full'}), ${seconds} s — ${machine.cpus}, ${machine.memory_gb} GB, Node ${machine.node}, ${machine.postgres}, Redis ${machine.redis}; autovacuum ${(machine.postgres_settings as Record<string, string> | undefined)?.autovacuum ?? '?'}; load average ${loadBefore.toFixed(1)} before, ${(loadavg()[0] ?? 0).toFixed(1)} after\n\n`,
+    `\nopspad benchmark (${values.quick ? 'quick: reduced sizes, a smoke test' : 'full'}), ${seconds} s — ${machine.cpus}, ${machine.memory_gb} GB, Node ${machine.node}, ${machine.postgres}, Redis ${machine.redis}; autovacuum ${(machine.postgres_settings as Record<string, string> | undefined)?.autovacuum ?? '?'}; memory handed back to the host: ${machine.memory_reclaim}; load average ${loadBefore.toFixed(1)} before, ${(loadavg()[0] ?? 0).toFixed(1)} after\n\n`,
   );
   process.stdout.write(`${formatTable(entries)}\n\n`);
   process.stdout.write(
