@@ -23,11 +23,27 @@
 -- pending row ~76 bytes with its line pointer, its recorded version ~88): the heap of a million
 -- items is about half of what it was. New pages only: existing rows stay where they are.
 --
--- Items leased when the migration runs stay leased: their status goes back to 'pending' (their
--- lease rows already name them) and their attempts down by the one their lease will add.
+-- Items leased when the migration runs stay leased. A lease row's ordinals now say which items
+-- it holds, but before this migration they could also name items its owner had given back (and
+-- another lane may have leased since): each row is rebuilt from the items still leased to its
+-- owner, found through its own ordinals (primary-key probes), and a row left with none goes.
+-- Then those items go back to 'pending' and their attempts down by the one their lease will add;
+-- a 'leased' item no lease row names (none should be) goes back to 'pending', unleased.
+UPDATE "assistant_operation_lease" AS l SET "ordinals" = coalesce(kept."ordinals", ARRAY[]::integer[]),
+  "remaining" = coalesce(kept."n", 0)
+FROM "assistant_operation_lease" AS l2
+LEFT JOIN LATERAL (
+  SELECT array_agg(DISTINCT i."ordinal") AS "ordinals", count(DISTINCT i."ordinal")::integer AS "n"
+  FROM unnest(l2."ordinals") AS o("ordinal")
+  JOIN "assistant_operation_item" i ON i."operation_id" = l2."operation_id" AND i."ordinal" = o."ordinal"
+  WHERE i."status" = 'leased' AND i."lease_owner" = l2."owner") AS kept ON true
+WHERE l."operation_id" = l2."operation_id" AND l."owner" = l2."owner";--> statement-breakpoint
+DELETE FROM "assistant_operation_lease" WHERE "remaining" <= 0;--> statement-breakpoint
 UPDATE "assistant_operation_item" AS i SET "status" = 'pending', "attempts" = greatest(i."attempts" - 1, 0)
 FROM (SELECT l."operation_id", unnest(l."ordinals") AS "ordinal" FROM "assistant_operation_lease" l) AS held
 WHERE i."operation_id" = held."operation_id" AND i."ordinal" = held."ordinal" AND i."status" = 'leased';--> statement-breakpoint
+UPDATE "assistant_operation_item" SET "status" = 'pending', "lease_owner" = NULL, "lease_expires_at" = NULL
+WHERE "status" = 'leased';--> statement-breakpoint
 ALTER TABLE "assistant_operation_item" DROP COLUMN "lease_owner";--> statement-breakpoint
 ALTER TABLE "assistant_operation_item" DROP COLUMN "lease_expires_at";--> statement-breakpoint
 ALTER TABLE "assistant_operation_item" SET (fillfactor = 45);--> statement-breakpoint

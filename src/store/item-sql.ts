@@ -321,6 +321,26 @@ export interface RecordedItem {
   item_id: string;
 }
 
+/**
+ * Locks the named items' rows, waiting for a lease or record that holds any of them, before a
+ * record statement (RECORD_*_SQL) runs in the same transaction. A lease leaves its items' rows
+ * unchanged, so a record whose snapshot was taken before that lease committed would see the
+ * items free and record them under it; the record statement that follows these locks takes its
+ * snapshot after them, and so sees every lease that held one. Ordinal order, as records take
+ * them. The one-call record (opspad_record_owned) does not need this: it records only items of
+ * the caller's own live lease, which no other lease can take.
+ */
+export async function lockItems(tx: Queryable, operationId: string, itemIds: readonly string[]): Promise<void> {
+  if (itemIds.length === 0) {
+    return;
+  }
+  await tx.query(
+    `SELECT 1 FROM assistant_operation_item WHERE operation_id = $1 AND item_id = ANY($2::text[])
+     ORDER BY ordinal FOR UPDATE`,
+    [operationId, itemIds],
+  );
+}
+
 /** Completes the recordable items among `itemIds` (see RECORD_COMPLETED_SQL). */
 export async function recordCompleted(
   tx: Queryable,

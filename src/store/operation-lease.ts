@@ -249,7 +249,9 @@ export async function releaseLeasedItems(
  * Extends the leases `owner` holds on the operation's items (a worker's heartbeat while its
  * handler runs), so a slow batch is not handed to another worker while it is still being done.
  * One statement, no operation lock: it touches only the owner's lease row (a lease's expiry is
- * kept there alone); it returns how many items that lease still holds.
+ * kept there alone); it returns how many items that lease still holds. A lease that has expired
+ * stays expired: a record that has seen it expired may be taking its items already (their rows
+ * do not say they are leased), and reviving it would hand them to two.
  */
 export async function extendLeases(
   db: Queryable,
@@ -262,7 +264,7 @@ export async function extendLeases(
     `WITH extended AS (
        UPDATE assistant_operation_lease l SET expires_at = now() + make_interval(secs => $3)
        FROM assistant_operation o
-       WHERE l.operation_id = $1 AND l.owner = $2 AND l.remaining > 0
+       WHERE l.operation_id = $1 AND l.owner = $2 AND l.remaining > 0 AND l.expires_at >= now()
          AND o.id = l.operation_id AND o.organization_id = $4
        RETURNING l.remaining)
      SELECT coalesce(sum(remaining), 0)::int AS n FROM extended`,

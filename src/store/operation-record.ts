@@ -21,7 +21,7 @@ import { parseRecordReport, type RecordReport } from '../domain/record-report.ts
 import type { ConversationScope } from './conversation-repo.ts';
 import type { Database, Queryable } from './db.ts';
 import type { NewOperationEvent } from './event-repo.ts';
-import { countInFlight, type RecordedItem, recordCompleted, recordFailed, recordMixed } from './item-sql.ts';
+import { countInFlight, lockItems, type RecordedItem, recordCompleted, recordFailed, recordMixed } from './item-sql.ts';
 import { lockOperation, readOperation } from './operation-row.ts';
 import { closeStep } from './operation-tail.ts';
 import { explainMisses, type RecordMisses } from './record-misses.ts';
@@ -131,8 +131,9 @@ export async function recordResults(
 }
 
 /**
- * Records first, in one statement (one per outcome kind when only one kind is reported: their
- * plans are the tuned ones of a worker's batch); the ids not recorded are looked up
+ * Locks the reported rows (item-sql.ts lockItems: a lease taken beside this record is seen only
+ * through their locks), then records, in one statement (one per outcome kind when only one kind
+ * is reported: their plans are the tuned ones of a worker's batch); the ids not recorded are looked up
  * afterwards, only when there are any (record-misses.ts). A separate lookup of every id before
  * recording cost a second pass over the batch's index entries, about a quarter of a worker's
  * time per batch (npm run bench). An id not recorded here is unknown, already recorded, or
@@ -145,6 +146,7 @@ async function recordOutcomes(
   report: RecordReport,
   owner: string,
 ): Promise<{ completed: RecordedItem[]; failed: RecordedItem[] }> {
+  await lockItems(tx, operationId, [...report.completedIds, ...report.failedIds]);
   if (report.completedIds.length > 0 && report.failedIds.length > 0) {
     return recordMixed(tx, operationId, report.completedIds, report.failedIds, report.failedReasons, owner);
   }

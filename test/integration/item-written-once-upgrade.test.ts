@@ -4,7 +4,8 @@
  * leased the old way (its item rows 'leased', with owner and expiry, and attempts counted when
  * the lease was taken). After the upgrade the batch is still leased to the same owner, its
  * owner's report records it (attempts counting that lease once), and the next lease goes on
- * from the cursor.
+ * from the cursor. A lease row that still names items its owner gave back (the previous schema
+ * never took them out) holds only the items still leased to it after the upgrade.
  */
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +21,7 @@ describe.each(ENGINES)('upgrading to leases kept only in their rows on %s', (eng
   let drop: () => Promise<void>;
   let folder: string;
   let operation: Awaited<ReturnType<typeof newStoreOperation>>;
+  let gaveBack: Awaited<ReturnType<typeof newStoreOperation>>;
 
   beforeAll(async () => {
     ({ db, drop } = await openEmptyDatabase(engine));
@@ -42,6 +44,20 @@ describe.each(ENGINES)('upgrading to leases kept only in their rows on %s', (eng
     await db.query(`UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', '3') WHERE id = $1`, [
       operationId,
     ]);
+    // Another operation: `w` leased items 0-2, gave back 1 and 2, and `v` leased 2; `w`'s row
+    // still names all three, as the previous schema left it.
+    gaveBack = await newStoreOperation(db, 6, 3);
+    await db.query(
+      `UPDATE assistant_operation_item SET status = 'leased', lease_owner = CASE WHEN ordinal = 0 THEN 'w' ELSE 'v' END,
+         lease_expires_at = now() + interval '5 minutes', attempts = 1
+       WHERE operation_id = $1 AND ordinal IN (0, 2)`,
+      [gaveBack.operationId],
+    );
+    await db.query(
+      `INSERT INTO assistant_operation_lease (operation_id, owner, ordinals, remaining, expires_at)
+       VALUES ($1, 'w', '{0,1,2}', 1, now() + interval '5 minutes'), ($1, 'v', '{2}', 1, now() + interval '5 minutes')`,
+      [gaveBack.operationId],
+    );
     await runMigrations(db);
   });
   afterAll(async () => {
@@ -73,5 +89,26 @@ describe.each(ENGINES)('upgrading to leases kept only in their rows on %s', (eng
     expect((await states()).slice(0, 3)).toEqual(
       first.map((item_id) => ({ item_id, status: 'completed', lease_owner: null, attempts: 1 })),
     );
+  });
+
+  it('keeps in each lease row only the items still leased to its owner', async () => {
+    const { operationId } = gaveBack;
+    const states = await db.query<{ status: string; lease_owner: string | null }>(
+      `SELECT status, lease_owner FROM (${ITEM_STATES}) i WHERE operation_id = $1 ORDER BY ordinal LIMIT 3`,
+      [operationId],
+    );
+    expect(states).toEqual([
+      { status: 'leased', lease_owner: 'w' },
+      { status: 'pending', lease_owner: null },
+      { status: 'leased', lease_owner: 'v' },
+    ]);
+    const leases = await db.query<{ owner: string; ordinals: number[]; remaining: number }>(
+      'SELECT owner, ordinals, remaining FROM assistant_operation_lease WHERE operation_id = $1 ORDER BY owner',
+      [operationId],
+    );
+    expect(leases).toEqual([
+      { owner: 'v', ordinals: [2], remaining: 1 },
+      { owner: 'w', ordinals: [0], remaining: 1 },
+    ]);
   });
 });

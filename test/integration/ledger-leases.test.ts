@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   cancelOperation,
+  extendLeases,
   getOperation,
   leaseBatch,
   type OpspadDatabase,
@@ -8,8 +9,10 @@ import {
   recordResults,
   releaseLeasedItems,
 } from '../../src/store/index.ts';
+import { LEASE_NEXT_SQL } from '../../src/store/item-sql.ts';
 import { ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
 import { expireLeases, ITEM_STATES } from '../helpers/item-states.ts';
+import { eventually } from '../helpers/wait.ts';
 
 describe.each(ENGINES)('lease bookkeeping on %s', (engine) => {
   let db: OpspadDatabase;
@@ -83,6 +86,9 @@ describe.each(ENGINES)('lease bookkeeping on %s', (engine) => {
     const crashed = await leaseBatch(db, scope, { operationId, owner: 'crashed', leaseSeconds: 300 });
     await leaseBatch(db, scope, { operationId, owner: 'alive', leaseSeconds: 300 });
     await expireLeases(db, operationId, 'crashed');
+    // A heartbeat extends a live lease, never an expired one: a record may be taking its items.
+    expect(await extendLeases(db, scope, operationId, 'alive', 300)).toBe(3);
+    expect(await extendLeases(db, scope, operationId, 'crashed', 300)).toBe(0);
     await reclaimExpiredLeases(db, scope, operationId, 'test');
     const reclaimed = await books(scope, operationId);
     expect(reclaimed).toMatchObject({ inFlight: 3, leasedRows: 3 });
@@ -199,5 +205,40 @@ describe('lanes leasing side by side on postgres', () => {
     expect(await db.query('SELECT 1 FROM assistant_operation_lease WHERE operation_id = $1', [operationId])).toEqual(
       [],
     );
+  });
+
+  it('leaves to a lease taken beside it the items a report names', async () => {
+    // A circuit breaker sends every record through the general path (no one-call record).
+    const { scope, operationId } = await newStoreOperation(db, 3, 3, { maxFailureRate: 0.5 });
+    let report: ReturnType<typeof recordResults> | undefined;
+    await db.transaction(async (tx) => {
+      const leased = await tx.query<{ item_id: string }>(LEASE_NEXT_SQL, [operationId, 'v', 300, 0, 3, true]);
+      expect(leased.map((row) => row.item_id)).toEqual(ids(3));
+      // Another reporter names one of them while the lease is being taken: it waits for the
+      // lease's locks, then must see the lease.
+      report = recordResults(db, scope, {
+        operationId,
+        completedIds: [ids(3)[0] as string],
+        failed: [],
+        owner: 'late',
+      });
+      await eventually(
+        async () => {
+          const [waiting] = await db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          );
+          return (waiting?.n ?? 0) > 0 ? true : undefined;
+        },
+        { what: 'the record to wait for the lease' },
+      );
+    });
+    const result = await (report as ReturnType<typeof recordResults>);
+    expect(result.leaseConflicts).toEqual([ids(3)[0]]);
+    const states = await db.query<{ status: string; lease_owner: string | null }>(
+      `SELECT status, lease_owner FROM (${ITEM_STATES}) i WHERE operation_id = $1 ORDER BY ordinal`,
+      [operationId],
+    );
+    expect(states).toEqual(ids(3).map(() => ({ status: 'leased', lease_owner: 'v' })));
   });
 });
