@@ -5,12 +5,14 @@
  *
  * Lock order: the operation row (shared: records of one operation's lanes run side by side) →
  * the breaker's advisory lock (only operations with max_failure_rate) → the report's item rows
- * and their owners' lease rows (one statement) → the events, the spent lease
+ * (locked in ordinal order first: item-sql.ts lockItems) and then the lease rows holding them
+ * (one statement) → the events, the spent lease
  * rows and the operation row's counters, last, in one statement just before commit
  * (operation-tail.ts): concurrent records wait for each other only there.
- * Cost: O(batch) — one UPDATE by item id for the report, whatever its kinds (the unique
- * (operation, item) index; HOT for completions), a lookup of the ids not recorded only when there are any, and the tail:
- * five round trips (begin, lock, record, tail, commit).
+ * Cost: O(batch) — one lock of the report's rows and one UPDATE by item id, whatever its kinds
+ * (the unique (operation, item) index; HOT for completions), the operation's lease rows read once,
+ * a lookup of the ids not recorded only when there are any, and the tail: six round trips
+ * (begin, lock, lock the rows, record, tail, commit).
  */
 import { breakerStep } from '../domain/circuit-breaker.ts';
 import { AppError } from '../domain/errors.ts';
