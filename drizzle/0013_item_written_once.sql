@@ -166,7 +166,7 @@ $$;--> statement-breakpoint
 -- The step functions of 0008, 0010 and 0011, with the lease and the record above in place of
 -- their item statements; the conditions under which they go ahead or decline are unchanged,
 -- except that a record goes ahead only for the caller's own leased items (a report of items
--- nobody leased, or of an expired lease's, takes the general path).
+-- nobody leased, or of another owner's expired lease, takes the general path).
 CREATE OR REPLACE FUNCTION "opspad_lease_step"(
   p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text,
   p_lease_seconds double precision, p_limit integer, p_epoch integer)

@@ -18,6 +18,7 @@
  */
 import type { ConversationScope } from './conversation-repo.ts';
 import type { CopyWriter, Database, Transaction } from './db.ts';
+import { COPY_CHUNK_CHARS, COPY_ITEMS, copyText } from './item-insert.ts';
 import { timeOrderedUuid } from './operation-id.ts';
 import {
   analyzeAfterLargeCreate,
@@ -25,20 +26,6 @@ import {
   type CreateOperationParams,
   insertCreatedOperation,
 } from './operation-repo.ts';
-
-const COPY_ITEMS = 'COPY assistant_operation_item (operation_id, ordinal, item_id) FROM STDIN';
-
-/** Characters per COPY write: a few rows per write would cost a syscall each. */
-const COPY_CHUNK_CHARS = 256 * 1024;
-
-const NEEDS_ESCAPE = /[\\\t\n\r]/;
-
-/** Escapes a value for Postgres' COPY text format. */
-function copyText(value: string): string {
-  return !NEEDS_ESCAPE.test(value)
-    ? value
-    : value.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r'));
-}
 
 /** Where a streamed create writes its ids, in order. */
 export interface ItemSink {

@@ -14,7 +14,7 @@ import type { ExecutionMode, OperationRecord, OperationState } from '../domain/o
 import { OPERATION_DEFAULTS } from '../domain/operation-input.ts';
 import { type ConversationScope, ensureConversation } from './conversation-repo.ts';
 import type { Database, Queryable } from './db.ts';
-import { insertItems } from './item-sql.ts';
+import { insertItems } from './item-insert.ts';
 import { assertBackgroundCapacity, pauseActive, pausedByNewerSet } from './operation-admission.ts';
 import { timeOrderedUuid } from './operation-id.ts';
 import { OPERATION_COLUMNS } from './operation-row.ts';
@@ -25,7 +25,7 @@ const ANALYZE_AFTER_ITEMS = 10_000;
 
 /**
  * A create of at most this many ids inserts them in its own statement (CREATE_SQL); more go in
- * by COPY (item-sql insertItems), which costs two round trips of its own but streams.
+ * by COPY (item-insert.ts insertItems), which costs two round trips of its own but streams.
  */
 const INLINE_ITEMS = 1_000;
 

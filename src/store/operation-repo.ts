@@ -4,7 +4,7 @@
  *
  * - operation-row.ts: finding, locking (shared or exclusive) and writing the operation row
  * - operation-admission.ts: pausing the active operation, the organization's background limit
- * - operation-create.ts: `create` (the items go in through item-sql.ts insertItems)
+ * - operation-create.ts: `create` (the items go in through item-insert.ts insertItems)
  * - operation-retry.ts: `retry_failed`
  * - operation-lease.ts: `progress` (the lease), renew, extend, release, reclaim
  * - operation-record.ts: `update` (record-misses.ts says why ids were not recorded)
