@@ -303,6 +303,38 @@ describe('large creates stream their ids into the database (Postgres)', () => {
     );
     expect(rows[0]?.item_id).toBe(ids[LARGE - 1]);
   }, 60_000);
+
+  it('answers once the planner knows the new operation’s size, from a small sample of one column', async () => {
+    // Fifty operations of 4,000 rows, refreshed in full: each is among the column's common values.
+    const others = `SELECT ('00000000-0000-4000-8000-' || lpad(o::text, 12, '0'))::uuid AS operation_id, n AS ordinal
+      FROM generate_series(1, 50) o, generate_series(0, 3999) n`;
+    await harness.db.query(
+      `INSERT INTO assistant_operation_item (operation_id, ordinal, item_id) SELECT operation_id, ordinal, 'x' || ordinal FROM (${others}) s`,
+    );
+    await harness.db.query('ANALYZE assistant_operation_item');
+    try {
+      const response = await send(randomUUID(), JSON.stringify(createInput(idsOf(20_000))));
+      expect(response.status).toBe(200);
+      // The planner's estimate of the new operation's rows: a few dozen without the refresh.
+      const plan = await harness.db.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
+        `EXPLAIN (FORMAT JSON) SELECT * FROM assistant_operation_item WHERE operation_id = '${response.json.operation_id}'`,
+      );
+      const estimate = plan[0]?.['QUERY PLAN'][0].Plan['Plan Rows'] ?? 0;
+      expect(estimate).toBeGreaterThan(10_000);
+      expect(estimate).toBeLessThan(40_000);
+      // The refresh read 3,000 rows (statistics target 10), not 30,000: its list of common values,
+      // 51 long after the full pass above, holds at most ten.
+      const stats = await harness.db.query<{ n: number }>(
+        `SELECT cardinality(most_common_vals::text::text[]) AS n FROM pg_stats
+         WHERE tablename = 'assistant_operation_item' AND attname = 'operation_id' AND schemaname = current_schema()`,
+      );
+      expect(stats[0]?.n).toBeLessThanOrEqual(10);
+    } finally {
+      await harness.db.query(
+        `DELETE FROM assistant_operation_item WHERE operation_id IN (SELECT DISTINCT operation_id FROM (${others}) s)`,
+      );
+    }
+  }, 60_000);
 });
 
 describe('the limits hold for streamed bodies', () => {
