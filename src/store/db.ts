@@ -23,8 +23,8 @@ export interface Queryable {
 
 /** A COPY FROM STDIN in progress, written as its data arrives (see Transaction.openCopy). */
 export interface CopyWriter {
-  /** Sends text-format COPY data; resolves when the connection can take more (backpressure). */
-  write(text: string): Promise<void>;
+  /** Sends COPY data; resolves when the connection can take more (backpressure). */
+  write(data: Uint8Array): Promise<void>;
   /** Ends the COPY; rejects with the server's error (e.g. a unique violation) if it failed. */
   end(): Promise<void>;
   /** Abandons the COPY (CopyFail): the statement fails, and the transaction can roll back. */
@@ -33,10 +33,10 @@ export interface CopyWriter {
 
 export interface Transaction extends Queryable {
   /**
-   * Streams text-format COPY data into `table`, or is null when the engine has no COPY FROM
+   * Streams COPY data (in the statement's format) into `table`, or is null when the engine has no COPY FROM
    * STDIN (PGlite); callers then fall back to chunked INSERTs.
    */
-  readonly copyIn: ((statement: string, chunks: Iterable<string>) => Promise<void>) | null;
+  readonly copyIn: ((statement: string, chunks: Iterable<Uint8Array>) => Promise<void>) | null;
   /**
    * Starts a COPY FROM STDIN whose data the caller writes as it comes (a request body being
    * read), or is null when the engine has none (PGlite).
@@ -91,11 +91,11 @@ function openCopyWriter(client: pg.PoolClient, statement: string): CopyWriter {
     failure = error;
   });
   return {
-    async write(text) {
+    async write(data) {
       if (failure) {
         throw failure;
       }
-      if (!stream.write(text)) {
+      if (!stream.write(data)) {
         await once(stream, 'drain');
       }
     },

@@ -18,7 +18,7 @@
  */
 import type { ConversationScope } from './conversation-repo.ts';
 import type { CopyWriter, Database, Transaction } from './db.ts';
-import { COPY_CHUNK_CHARS, COPY_ITEMS, copyText } from './item-insert.ts';
+import { COPY_HEADER, COPY_ITEMS, COPY_TRAILER, ItemRowEncoder } from './item-copy-rows.ts';
 import { timeOrderedUuid } from './operation-id.ts';
 import {
   analyzeAfterLargeCreate,
@@ -82,11 +82,14 @@ class CopySink implements ItemSink {
   private writer: CopyWriter | null = null;
   private segment: string[] = [];
   private segmentStart = 0;
+  private readonly encoder: ItemRowEncoder;
 
   constructor(
     private readonly tx: Transaction,
     private readonly operationId: string,
-  ) {}
+  ) {
+    this.encoder = new ItemRowEncoder(operationId);
+  }
 
   async write(ids: readonly string[]): Promise<void> {
     const first = this.count;
@@ -102,17 +105,12 @@ class CopySink implements ItemSink {
     for (const id of ids) {
       this.segment.push(id);
     }
-    let chunk = '';
-    for (let i = 0; i < ids.length; i++) {
-      chunk += `${this.operationId}\t${first + i}\t${copyText(ids[i] as string)}\n`;
-      if (chunk.length >= COPY_CHUNK_CHARS || i === ids.length - 1) {
-        try {
-          await writer.write(chunk);
-        } catch (error) {
-          await this.segmentFailed(error);
-          return;
-        }
-        chunk = '';
+    for (const chunk of this.encoder.rows(ids, first)) {
+      try {
+        await writer.write(chunk);
+      } catch (error) {
+        await this.segmentFailed(error);
+        return;
       }
     }
     if (this.segment.length >= SEGMENT_ROWS) {
@@ -145,6 +143,7 @@ class CopySink implements ItemSink {
     this.segment = [];
     this.segmentStart = first;
     this.writer = (this.tx.openCopy as (statement: string) => CopyWriter)(COPY_ITEMS);
+    await this.writer.write(COPY_HEADER);
     return this.writer;
   }
 
@@ -155,6 +154,7 @@ class CopySink implements ItemSink {
     }
     this.writer = null;
     try {
+      await writer.write(COPY_TRAILER);
       await writer.end();
       await this.tx.query('RELEASE SAVEPOINT item_copy');
     } catch (error) {
