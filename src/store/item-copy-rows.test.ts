@@ -40,6 +40,20 @@ describe('ItemRowEncoder', () => {
     expect(chunks.flatMap((chunk) => decode(chunk)).map(([, , id]) => id)).toEqual(ids);
   });
 
+  it('gives a few ids a buffer of their size, and an id longer than a chunk a chunk of its own', () => {
+    const [few] = [...new ItemRowEncoder(OPERATION).rows(['a', 'bc'], 0)];
+    // 77 bytes at most, from Node's shared pool of small buffers rather than 256 KB of its own.
+    expect(few?.buffer.byteLength).toBeLessThanOrEqual(Buffer.poolSize);
+    expect(few?.length).toBe(2 * 34 + 3);
+    const long = 'ö'.repeat(100_000);
+    const chunks = [...new ItemRowEncoder(OPERATION).rows(['x'.repeat(200_000), long, 'y'], 0)];
+    expect(chunks.flatMap((chunk) => decode(chunk)).map(([, , id]) => id)).toEqual(['x'.repeat(200_000), long, 'y']);
+  });
+
+  it('refuses an operation id that is not a uuid', () => {
+    expect(() => new ItemRowEncoder('not-a-uuid')).toThrow(/not an operation id/);
+  });
+
   it('frames the data as Postgres expects', () => {
     expect(COPY_HEADER.toString('latin1', 0, 11)).toBe('PGCOPY\n\xff\r\n\0');
     expect(COPY_HEADER.length).toBe(19);

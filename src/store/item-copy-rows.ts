@@ -31,27 +31,41 @@ export class ItemRowEncoder {
   private readonly prefix = Buffer.alloc(PREFIX_BYTES);
 
   constructor(operationId: string) {
+    const uuid = Buffer.from(operationId.replaceAll('-', ''), 'hex');
+    if (uuid.length !== 16) {
+      throw new Error(`not an operation id: ${JSON.stringify(operationId.slice(0, 40))}`);
+    }
     this.prefix.writeInt16BE(3, 0);
     this.prefix.writeInt32BE(16, 2);
-    Buffer.from(operationId.replaceAll('-', ''), 'hex').copy(this.prefix, 6);
+    uuid.copy(this.prefix, 6);
     this.prefix.writeInt32BE(4, 22);
   }
 
-  /** The rows of `ids`, ordinals from `firstOrdinal`, in chunks of about 256 KB. */
+  /**
+   * The rows of `ids`, ordinals from `firstOrdinal`, in chunks of about 256 KB. A chunk is no
+   * larger than its rows can take: a streamed create calls this for every piece of a body that
+   * arrives, and each chunk's buffer lives until the connection has sent it, so a body sent an id
+   * at a time must not hold 256 KB per id.
+   */
   *rows(ids: readonly string[], firstOrdinal: number): Generator<Buffer> {
-    let chunk = Buffer.allocUnsafe(CHUNK_BYTES);
+    // The most the rows can take: a UTF-16 code unit is at most 3 bytes of UTF-8.
+    let left = 0;
+    for (const id of ids) {
+      left += ROW_BYTES + id.length * 3;
+    }
+    let chunk = Buffer.allocUnsafe(0);
     let used = 0;
     for (let i = 0; i < ids.length; i++) {
       const id = ids[i] as string;
-      // A UTF-16 code unit takes at most 3 bytes of UTF-8.
       const most = ROW_BYTES + id.length * 3;
       if (used + most > chunk.length) {
         if (used > 0) {
           yield chunk.subarray(0, used);
         }
-        chunk = Buffer.allocUnsafe(Math.max(CHUNK_BYTES, most));
+        chunk = Buffer.allocUnsafe(Math.max(Math.min(CHUNK_BYTES, left), most));
         used = 0;
       }
+      left -= most;
       this.prefix.copy(chunk, used);
       chunk.writeInt32BE(firstOrdinal + i, used + PREFIX_BYTES);
       const at = used + PREFIX_BYTES + 4;

@@ -249,15 +249,22 @@ export async function insertCreatedOperation(
 }
 
 /**
- * The sample of the refresh below (analyzeAfterLargeCreate), for its transaction: ANALYZE reads
- * 300 rows per unit of `default_statistics_target`, so a target of rows / (10 × items) holds about 30 of the new
- * operation's (enough for it to stand among the column's most common values), between 10 and the
- * default 100. `reltuples` is the count of the last refresh (-1 when there was none); the new
- * rows are added to it.
+ * The sample of the refresh below (analyzeAfterLargeCreate), for its transaction. ANALYZE reads
+ * 300 rows per unit of `default_statistics_target`, and keeps as many of a column's most common
+ * values as that target. The target is the largest of: rows / (10 × items), so that about 30 of
+ * the sample's rows are the new operation's; one more than the active operations of at least
+ * ANALYZE_AFTER_ITEMS items, so that each of them can stay among `operation_id`'s most common
+ * values (one left out would be planned as a small operation again); and 10. It is never above
+ * the server's own setting. `reltuples` is the count of the last refresh (-1 when there was
+ * none); the new rows are added to it.
  */
-const ANALYZE_SAMPLE_SQL = `SELECT set_config('default_statistics_target',
-    least(100, greatest(10, ceil((greatest(reltuples, 0) + $1) / ($1 * 10.0))))::int::text, true)
-  FROM pg_class WHERE oid = 'assistant_operation_item'::regclass`;
+const ANALYZE_SAMPLE_SQL = `SELECT set_config('default_statistics_target', least(
+    current_setting('default_statistics_target')::int,
+    greatest(10,
+      ceil((greatest(c.reltuples, 0) + $1::bigint) / ($1::bigint * 10.0))::int,
+      (SELECT count(*) + 1 FROM assistant_operation
+       WHERE status = 'active' AND total_items >= $2::int)::int))::text, true)
+  FROM pg_class c WHERE c.oid = 'assistant_operation_item'::regclass`;
 
 /**
  * After a create of many items: until the table's statistics count the new operation's rows, the
@@ -269,11 +276,12 @@ const ANALYZE_SAMPLE_SQL = `SELECT set_config('default_statistics_target',
  * instead of 13.4 s. A failed pass is not the create's failure (autovacuum's analyze comes round
  * later).
  *
- * The pass reads a sample sized so that the new operation's rows are some thirty of it (at least
- * 3,000 rows, at most the default 30,000): its cost is the sample's pages, read at random from a
- * table that grows with every operation kept (all 30,000: 0.17 s at 18,000,000 rows, 1.1–1.2 s at
- * 40,000,000; 3,000: 0.10 s there). Every column is refreshed: with `operation_id` alone, a
- * lease right after a create of 1,000,000 read 234 pages per item (test/integration/scale.test.ts).
+ * The pass reads a sample sized to the create (ANALYZE_SAMPLE_SQL: 3,000 rows for a million ids
+ * in a table of millions, at most the server's default, 30,000). Its cost is the sample's pages,
+ * read at random from a table that grows with every operation kept: 30,000 rows took 0.17 s at
+ * 18,000,000 rows and 1.1–1.2 s at 40,000,000, 3,000 rows 0.10 s there. Every column is
+ * refreshed: with `operation_id` alone, a lease right after a create of 1,000,000 read 234 pages
+ * per item (test/integration/scale.test.ts).
  */
 export async function analyzeAfterLargeCreate(db: Database, items: number): Promise<void> {
   if (items < ANALYZE_AFTER_ITEMS || db.engine !== 'postgres') {
@@ -281,7 +289,7 @@ export async function analyzeAfterLargeCreate(db: Database, items: number): Prom
   }
   await db
     .transaction(async (tx) => {
-      await tx.query(ANALYZE_SAMPLE_SQL, [items]);
+      await tx.query(ANALYZE_SAMPLE_SQL, [items, ANALYZE_AFTER_ITEMS]);
       await tx.query('ANALYZE assistant_operation_item');
     })
     .catch(() => undefined);

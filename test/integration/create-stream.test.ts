@@ -335,6 +335,34 @@ describe('large creates stream their ids into the database (Postgres)', () => {
       );
     }
   }, 60_000);
+
+  it('keeps every large active operation among the planner’s common values, more than ten of them', async () => {
+    // Two thousand small operations, so that one left out of the common values is planned as small.
+    const small = `SELECT ('00000000-0000-4000-9000-' || lpad(o::text, 12, '0'))::uuid AS operation_id, n AS ordinal
+      FROM generate_series(1, 2000) o, generate_series(0, 4) n`;
+    await harness.db.query(
+      `INSERT INTO assistant_operation_item (operation_id, ordinal, item_id) SELECT operation_id, ordinal, 'y' || ordinal FROM (${small}) s`,
+    );
+    try {
+      const created: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        const response = await send(randomUUID(), JSON.stringify(createInput(idsOf(10_000, `large-${i}`))));
+        expect(response.status).toBe(200);
+        created.push(response.json.operation_id as string);
+      }
+      for (const operationId of created) {
+        const plan = await harness.db.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
+          `EXPLAIN (FORMAT JSON) SELECT * FROM assistant_operation_item WHERE operation_id = '${operationId}'`,
+        );
+        // Left out of the common values, an operation is estimated at a few dozen rows.
+        expect(plan[0]?.['QUERY PLAN'][0].Plan['Plan Rows']).toBeGreaterThan(5_000);
+      }
+    } finally {
+      await harness.db.query(
+        `DELETE FROM assistant_operation_item WHERE operation_id IN (SELECT DISTINCT operation_id FROM (${small}) s)`,
+      );
+    }
+  }, 120_000);
 });
 
 describe('the limits hold for streamed bodies', () => {
