@@ -304,22 +304,41 @@ describe('large creates stream their ids into the database (Postgres)', () => {
     expect(rows[0]?.item_id).toBe(ids[LARGE - 1]);
   }, 60_000);
 
-  it('answers once the planner knows the new operation’s size, from a small sample', async () => {
-    // Fifty operations of 4,000 rows, refreshed in full: each is among the column's common values.
+  /**
+   * Runs `fn` with `count` other operations of `rows` items each in the item table (rows only:
+   * the table has no foreign key to the operation), removed afterwards.
+   */
+  async function withOtherOperations(count: number, rows: number, fn: () => Promise<void>): Promise<void> {
     const others = `SELECT ('00000000-0000-4000-8000-' || lpad(o::text, 12, '0'))::uuid AS operation_id, n AS ordinal
-      FROM generate_series(1, 50) o, generate_series(0, 3999) n`;
+      FROM generate_series(1, ${count}) o, generate_series(0, ${rows - 1}) n`;
     await harness.db.query(
       `INSERT INTO assistant_operation_item (operation_id, ordinal, item_id) SELECT operation_id, ordinal, 'x' || ordinal FROM (${others}) s`,
     );
-    await harness.db.query('ANALYZE assistant_operation_item');
     try {
+      await fn();
+    } finally {
+      await harness.db.query(
+        `DELETE FROM assistant_operation_item WHERE operation_id IN (SELECT DISTINCT operation_id FROM (${others}) s)`,
+      );
+    }
+  }
+
+  /** The planner's estimate of an operation's item rows. */
+  async function estimatedRows(operationId: unknown): Promise<number> {
+    const plan = await harness.db.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
+      `EXPLAIN (FORMAT JSON) SELECT * FROM assistant_operation_item WHERE operation_id = '${String(operationId)}'`,
+    );
+    return plan[0]?.['QUERY PLAN'][0].Plan['Plan Rows'] ?? 0;
+  }
+
+  it('answers once the planner knows the new operation’s size, from a small sample', async () => {
+    // Fifty operations of 4,000 rows, refreshed in full: each is among the column's common values.
+    await withOtherOperations(50, 4_000, async () => {
+      await harness.db.query('ANALYZE assistant_operation_item');
       const response = await send(randomUUID(), JSON.stringify(createInput(idsOf(20_000))));
       expect(response.status).toBe(200);
-      // The planner's estimate of the new operation's rows: a few dozen without the refresh.
-      const plan = await harness.db.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
-        `EXPLAIN (FORMAT JSON) SELECT * FROM assistant_operation_item WHERE operation_id = '${response.json.operation_id}'`,
-      );
-      const estimate = plan[0]?.['QUERY PLAN'][0].Plan['Plan Rows'] ?? 0;
+      // A few dozen without the refresh.
+      const estimate = await estimatedRows(response.json.operation_id);
       expect(estimate).toBeGreaterThan(10_000);
       expect(estimate).toBeLessThan(40_000);
       // The refresh read 3,000 rows (statistics target 10), not 30,000: its list of common values,
@@ -329,39 +348,23 @@ describe('large creates stream their ids into the database (Postgres)', () => {
          WHERE tablename = 'assistant_operation_item' AND attname = 'operation_id' AND schemaname = current_schema()`,
       );
       expect(stats[0]?.n).toBeLessThanOrEqual(10);
-    } finally {
-      await harness.db.query(
-        `DELETE FROM assistant_operation_item WHERE operation_id IN (SELECT DISTINCT operation_id FROM (${others}) s)`,
-      );
-    }
+    });
   }, 60_000);
 
   it('keeps every large active operation among the planner’s common values, more than ten of them', async () => {
     // Two thousand small operations, so that one left out of the common values is planned as small.
-    const small = `SELECT ('00000000-0000-4000-9000-' || lpad(o::text, 12, '0'))::uuid AS operation_id, n AS ordinal
-      FROM generate_series(1, 2000) o, generate_series(0, 4) n`;
-    await harness.db.query(
-      `INSERT INTO assistant_operation_item (operation_id, ordinal, item_id) SELECT operation_id, ordinal, 'y' || ordinal FROM (${small}) s`,
-    );
-    try {
-      const created: string[] = [];
+    await withOtherOperations(2_000, 5, async () => {
+      const created: unknown[] = [];
       for (let i = 0; i < 12; i++) {
         const response = await send(randomUUID(), JSON.stringify(createInput(idsOf(10_000, `large-${i}`))));
         expect(response.status).toBe(200);
-        created.push(response.json.operation_id as string);
+        created.push(response.json.operation_id);
       }
       for (const operationId of created) {
-        const plan = await harness.db.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
-          `EXPLAIN (FORMAT JSON) SELECT * FROM assistant_operation_item WHERE operation_id = '${operationId}'`,
-        );
         // Left out of the common values, an operation is estimated at a few dozen rows.
-        expect(plan[0]?.['QUERY PLAN'][0].Plan['Plan Rows']).toBeGreaterThan(5_000);
+        expect(await estimatedRows(operationId)).toBeGreaterThan(5_000);
       }
-    } finally {
-      await harness.db.query(
-        `DELETE FROM assistant_operation_item WHERE operation_id IN (SELECT DISTINCT operation_id FROM (${small}) s)`,
-      );
-    }
+    });
   }, 120_000);
 });
 
