@@ -33,8 +33,8 @@ export interface CopyWriter {
 
 export interface Transaction extends Queryable {
   /**
-   * Streams COPY data (in the statement's format) into `table`, or is null when the engine has no COPY FROM
-   * STDIN (PGlite); callers then fall back to chunked INSERTs.
+   * Streams COPY data (in the statement's format) into `table`, or is null when the engine has
+   * no COPY FROM STDIN (PGlite); callers then fall back to chunked INSERTs.
    */
   readonly copyIn: ((statement: string, chunks: Iterable<Uint8Array>) => Promise<void>) | null;
   /**

@@ -6,7 +6,7 @@
  * nothing needs escaping. A COPY of 1,000,000 ids into the item table took 1.63–1.67 s against
  * 1.77–1.94 s as text (psql `\copy`, alternated, this machine), and this process encodes the
  * rows in about half the time it took to build the text (70–100 ms against 140–230 ms).
- * Cost: O(ids), one 256 KB buffer per chunk.
+ * Cost: O(ids), in chunks of at most 256 KB (one id longer than that gets a chunk of its size).
  */
 
 /** The COPY statement of a create's items; its data is {@link COPY_HEADER}, rows, {@link COPY_TRAILER}. */
