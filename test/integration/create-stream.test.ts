@@ -361,8 +361,9 @@ describe('large creates stream their ids into the database (Postgres)', () => {
         created.push(response.json.operation_id);
       }
       for (const operationId of created) {
-        // Left out of the common values, an operation is estimated at a few dozen rows.
-        expect(await estimatedRows(operationId)).toBeGreaterThan(5_000);
+        // Each is estimated from the few dozen of its rows the sample holds (6,500–17,800 in runs
+        // of this file); left out of the common values, an operation is estimated at about 100.
+        expect(await estimatedRows(operationId)).toBeGreaterThan(1_000);
       }
     });
   }, 120_000);
