@@ -114,8 +114,9 @@ async function describeMachine(ctx: BenchContext) {
 /**
  * Whether this machine hands memory back to its host: free page reporting (a virtual machine's
  * kernel returning free pages) and a DAMON `pageout` scheme. A file that grows (a create's new
- * heap and index pages) then takes memory the host must back again, which costs the create
- * about a second on the project's machine (README, "Why the create takes longer in a full run").
+ * heap and index pages) then takes memory the host must back again, which has cost the create
+ * up to about a second on the project's machine (README, "Why the create takes longer in a full
+ * run").
  */
 function memoryReclaim(): string {
   const read = (path: string) => {
