@@ -13,6 +13,8 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationToolInput } from '../../src/domain/operation-input.ts';
 import { findDuplicates, findUnstorableValue, validationError } from '../../src/domain/validation.ts';
+import { createPostgresDatabase } from '../../src/store/db.ts';
+import { analyzeAfterLargeCreate } from '../../src/store/operation-create.ts';
 import { normalizeFlatInput } from '../../src/tools/flat-input.ts';
 import { type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
@@ -306,11 +308,12 @@ describe('large creates stream their ids into the database (Postgres)', () => {
 
   /**
    * Runs `fn` with `count` other operations of `rows` items each in the item table (rows only:
-   * the table has no foreign key to the operation), removed afterwards.
+   * the table has no foreign key to the operation), removed afterwards; their ids are numbered
+   * from `first`.
    */
-  async function withOtherOperations(count: number, rows: number, fn: () => Promise<void>): Promise<void> {
+  async function withOtherOperations(count: number, rows: number, fn: () => Promise<void>, first = 1): Promise<void> {
     const others = `SELECT ('00000000-0000-4000-8000-' || lpad(o::text, 12, '0'))::uuid AS operation_id, n AS ordinal
-      FROM generate_series(1, ${count}) o, generate_series(0, ${rows - 1}) n`;
+      FROM generate_series(${first}, ${first + count - 1}) o, generate_series(0, ${rows - 1}) n`;
     await harness.db.query(
       `INSERT INTO assistant_operation_item (operation_id, ordinal, item_id) SELECT operation_id, ordinal, 'x' || ordinal FROM (${others}) s`,
     );
@@ -349,6 +352,34 @@ describe('large creates stream their ids into the database (Postgres)', () => {
       );
       expect(stats[0]?.n).toBeLessThanOrEqual(10);
     });
+  }, 60_000);
+
+  it('never samples more than the server is set to', async () => {
+    // A server (here: its sessions) set to a target of 5: the refresh keeps at most 5 common
+    // values, where its own floor of 10 would keep 10 of the 20 operations far larger than the rest.
+    const url = new URL(database.url);
+    url.searchParams.set('options', '-c default_statistics_target=5');
+    const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 1 });
+    try {
+      await withOtherOperations(2_000, 5, () =>
+        withOtherOperations(
+          20,
+          4_000,
+          async () => {
+            await analyzeAfterLargeCreate(db, 10_000);
+            const stats = await harness.db.query<{ n: number }>(
+              `SELECT cardinality(most_common_vals::text::text[]) AS n FROM pg_stats
+               WHERE tablename = 'assistant_operation_item' AND attname = 'operation_id' AND schemaname = current_schema()`,
+            );
+            expect(stats[0]?.n).toBeLessThanOrEqual(5);
+            expect(stats[0]?.n).toBeGreaterThan(0);
+          },
+          3_001,
+        ),
+      );
+    } finally {
+      await db.close();
+    }
   }, 60_000);
 
   it('keeps every large active operation among the planner’s common values, more than ten of them', async () => {
