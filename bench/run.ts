@@ -72,6 +72,7 @@ const ORDER = [
   'lease_ms_n1m',
   'seed_jsonb_update_ms_n10k',
   'opspad_update_ms_n10k',
+  'copy_1m_floor_s',
   'create_1m_s',
   'create_1m_healthz_max_ms',
   'create_1m_peak_rss_mb',

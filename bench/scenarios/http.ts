@@ -9,6 +9,7 @@ import { Pool } from 'undici';
 import { createApiKey } from '../../src/store/index.ts';
 import { startOpspadChild } from '../lib/child.ts';
 import { type BenchContext, type Entry, itemIds, percentile, round, rssMb, sampleRss } from '../lib/common.ts';
+import { benchCopyFloor } from './copy-floor.ts';
 import { benchRecordPair } from './record.ts';
 
 const TOOL = 'manage_assistant_operation';
@@ -154,6 +155,7 @@ export async function benchHttp(ctx: BenchContext, organizationId: string): Prom
         value: round(createMs / 1000, 2),
         unit: 's',
         n: ids.length,
+        baseline: 'copy_1m_floor_s',
         note: `one tool call, ${(body.length / 1e6).toFixed(1)} MB body`,
       },
       {
@@ -170,6 +172,8 @@ export async function benchHttp(ctx: BenchContext, organizationId: string): Prom
         n: ids.length,
         note: `opspad start process, ${round(idleRss, 0)} MB before the request`,
       },
+      // Postgres alone with the same rows, right after (copy-floor.ts): the machine's part.
+      await benchCopyFloor(ctx, ids),
     );
 
     // ── record_ms_n1k and record_ms_n1m: 100-item batches of that operation and of small ones ──

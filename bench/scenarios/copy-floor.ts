@@ -1,0 +1,71 @@
+/**
+ * `copy_1m_floor_s`: what Postgres alone takes for the rows of a create of 1,000,000 ids, measured
+ * in the same run as `create_1m_s`, so that the create can be read against the machine it ran on.
+ *
+ * The rows are the create's own (the binary COPY rows of src/store/item-copy-rows.ts, encoded
+ * before the clock starts), written by one client in one transaction into a fresh table of the
+ * item table's shape: its columns, defaults, check, indexes and fillfactor, copied from the
+ * catalog. What the create adds on top of this is reading and checking the body, the operation's
+ * own rows and the statistics refresh; what this floor does not have is an item table that already
+ * holds millions of rows (its indexes a level deeper).
+ *
+ * A create's cost is mostly pages that a growing file takes (heap, two indexes, WAL), and on a
+ * virtual machine that hands free memory back to its host those pages cost what the host charges
+ * that minute (README, "Why the create takes longer in a full run"): this figure moves with it.
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { COPY_HEADER, COPY_TRAILER, ItemRowEncoder } from '../../src/store/item-copy-rows.ts';
+import type { BenchContext, Entry } from '../lib/common.ts';
+import { round } from '../lib/common.ts';
+
+const FLOOR_TABLE = 'bench_copy_floor';
+/** Memory the machine's cost of fresh pages is measured over. */
+const TOUCHED_MB = 256;
+
+/**
+ * Seconds per GB this process takes to touch memory it has not used before: the kernel's page
+ * faults, plus whatever the host charges for backing pages it was handed back. A create's new
+ * heap, index and WAL pages go through the same kind of fresh memory in the page cache.
+ */
+function freshMemorySecondsPerGb(): number {
+  const start = performance.now();
+  const pages = new Uint8Array(TOUCHED_MB * 2 ** 20);
+  for (let i = 0; i < pages.length; i += 4096) {
+    pages[i] = 1;
+  }
+  return (performance.now() - start) / 1000 / (TOUCHED_MB / 1024);
+}
+
+export async function benchCopyFloor(ctx: BenchContext, ids: readonly string[]): Promise<Entry> {
+  const [table] = await ctx.db.query<{ reloptions: string[] | null }>(
+    `SELECT reloptions FROM pg_class WHERE oid = 'assistant_operation_item'::regclass`,
+  );
+  const storage = table?.reloptions?.length ? ` WITH (${table.reloptions.join(', ')})` : '';
+  await ctx.db.query(`DROP TABLE IF EXISTS ${FLOOR_TABLE}`);
+  await ctx.db.query(`CREATE TABLE ${FLOOR_TABLE} (LIKE assistant_operation_item INCLUDING ALL)${storage}`);
+  try {
+    const touch = freshMemorySecondsPerGb();
+    const chunks: Uint8Array[] = [COPY_HEADER, ...new ItemRowEncoder(randomUUID()).rows(ids, 0), COPY_TRAILER];
+    const start = performance.now();
+    await ctx.db.transaction(async (tx) => {
+      if (!tx.copyIn) {
+        throw new Error('the bench runs on PostgreSQL, which has COPY');
+      }
+      await tx.copyIn(`COPY ${FLOOR_TABLE} (operation_id, ordinal, item_id) FROM STDIN (FORMAT binary)`, chunks);
+    });
+    const seconds = (performance.now() - start) / 1000;
+    ctx.log(
+      `COPY of the same ${ids.length} rows by Postgres alone: ${round(seconds, 2)} s (fresh memory ${round(touch, 2)} s/GB)`,
+    );
+    return {
+      name: 'copy_1m_floor_s',
+      value: round(seconds, 2),
+      unit: 's',
+      n: ids.length,
+      note: `Postgres alone: the create's rows, binary COPY into a fresh table of the item table's shape${storage}, one transaction; fresh memory cost ${round(touch, 2)} s/GB just before`,
+    };
+  } finally {
+    await ctx.db.query(`DROP TABLE IF EXISTS ${FLOOR_TABLE}`);
+  }
+}
