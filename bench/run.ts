@@ -3,7 +3,8 @@
  *
  * Measures opspad side by side with what it is built on and against: raw BullMQ, the least SQL
  * that can lease and record item rows (on a minimal table, and on opspad's own), and the seed's
- * literal JSONB design. It states the load average and Postgres' autovacuum setting it ran with. Every figure comes
+ * literal JSONB design. It states the load average, the machine's speed (bench/lib/machine.ts) and
+ * Postgres' autovacuum setting it ran with. Every figure comes
  * from this one run on this machine; comparisons are ratios. It prints a table, checks the
  * targets (README, "Performance"), writes bench/results/latest.json and, for a full run, the
  * two charts. A fresh database (opspad_bench_<random>) and BullMQ prefix are created for the
@@ -20,16 +21,16 @@
  * Exits 0 whether targets are met or not (the table says); non-zero only when a scenario fails.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
-import { cpus, loadavg, totalmem } from 'node:os';
+import { mkdirSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
 import { createApiKey, createPostgresDatabase, runMigrations } from '../src/store/index.ts';
 import { recordCostChart, type ThroughputPoint, throughputChart, writeSvg } from './lib/charts.ts';
 import { type BenchContext, type Entry, FULL_PLAN, QUICK_PLAN } from './lib/common.ts';
 import { acquireRunResources } from './lib/env.ts';
+import { describeMachine, type MachineSpeed, measureSpeed } from './lib/machine.ts';
 import { applyTargets, formatTable, writeResults } from './lib/report.ts';
 import { benchBullmq } from './scenarios/bullmq.ts';
 import { benchContext } from './scenarios/context.ts';
@@ -91,52 +92,6 @@ const ORDER = [
   'http_loop_errors',
   'http_loop_rps',
 ];
-
-async function describeMachine(ctx: BenchContext) {
-  const [pgVersion] = await ctx.db.query<{ version: string }>('SELECT version()');
-  const settings = await ctx.db.query<{ name: string; setting: string }>(
-    `SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers', 'autovacuum')`,
-  );
-  const redis = new Redis(ctx.redisUrl, { maxRetriesPerRequest: 1 });
-  const info = await redis.info('server');
-  redis.disconnect();
-  const cpu = cpus();
-  return {
-    cpus: `${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown'}`,
-    memory_gb: Math.round(totalmem() / 2 ** 30),
-    node: process.version,
-    postgres: pgVersion?.version.split(' on ')[0],
-    postgres_settings: Object.fromEntries(settings.map((s) => [s.name, s.setting])),
-    redis: /redis_version:(\S+)/.exec(info)?.[1],
-    memory_reclaim: memoryReclaim(),
-  };
-}
-
-/**
- * Whether this machine hands memory back to its host: free page reporting (a virtual machine's
- * kernel returning free pages) and a DAMON `pageout` scheme. A file that grows (a create's new
- * heap and index pages) then takes memory the host must back again, which has cost the create
- * up to about a second on the project's machine (README, "Why the create takes longer in a full
- * run").
- */
-function memoryReclaim(): string {
-  const read = (path: string) => {
-    try {
-      return readFileSync(path, 'utf8').trim();
-    } catch {
-      return '';
-    }
-  };
-  const parts: string[] = [];
-  if (/page_reporting\./.test(read('/proc/cmdline'))) {
-    parts.push('free page reporting');
-  }
-  const damon = '/sys/kernel/mm/damon/admin/kdamonds/0';
-  if (read(`${damon}/state`) === 'on' && read(`${damon}/contexts/0/schemes/0/action`) === 'pageout') {
-    parts.push('DAMON pageout');
-  }
-  return parts.length > 0 ? parts.join(', ') : 'none seen';
-}
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -204,10 +159,13 @@ async function main(): Promise<number> {
   const throughput: ThroughputPoint[] = [];
   let updates: { size: number; design: string; ms: number }[] = [];
   let machine: Record<string, unknown> = {};
+  let speedBefore: MachineSpeed | undefined;
   try {
     await runMigrations(db);
     machine = await describeMachine(ctx);
     log(`machine: ${JSON.stringify(machine)}`);
+    speedBefore = measureSpeed();
+    log(`speed: ${JSON.stringify(speedBefore)}`);
     const { organization_id: organizationId } = await createApiKey(db, `bench-${randomUUID()}`);
 
     const addPoints = (system: string, chart: Record<number, number>) => {
@@ -269,6 +227,7 @@ async function main(): Promise<number> {
     await cleanup();
   }
 
+  const speedAfter = measureSpeed();
   entries.sort((a, b) => ORDER.indexOf(a.name) - ORDER.indexOf(b.name));
   const outcome = applyTargets(entries);
   const seconds = Math.round((Date.now() - began) / 1000);
@@ -279,6 +238,8 @@ async function main(): Promise<number> {
     machine,
     // Other work on the machine skews every figure: the 1-minute load average around the run.
     load_average: { before: loadBefore, after: loadavg()[0] ?? 0 },
+    // The same for the machine's speed: fixed work timed at the start and the end.
+    speed: { before: speedBefore ?? null, after: speedAfter },
     targets: outcome,
   };
   const outDir = values.quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR;
@@ -296,7 +257,7 @@ async function main(): Promise<number> {
   }
 
   process.stdout.write(
-    `\nopspad benchmark (${values.quick ? 'quick: reduced sizes, a smoke test' : 'full'}), ${seconds} s — ${machine.cpus}, ${machine.memory_gb} GB, Node ${machine.node}, ${machine.postgres}, Redis ${machine.redis}; autovacuum ${(machine.postgres_settings as Record<string, string> | undefined)?.autovacuum ?? '?'}; memory handed back to the host: ${machine.memory_reclaim}; load average ${loadBefore.toFixed(1)} before, ${(loadavg()[0] ?? 0).toFixed(1)} after\n\n`,
+    `\nopspad benchmark (${values.quick ? 'quick: reduced sizes, a smoke test' : 'full'}), ${seconds} s — ${machine.cpus}, ${machine.memory_gb} GB, Node ${machine.node}, ${machine.postgres}, Redis ${machine.redis}; autovacuum ${(machine.postgres_settings as Record<string, string> | undefined)?.autovacuum ?? '?'}; memory handed back to the host: ${machine.memory_reclaim}; load average ${loadBefore.toFixed(1)} before, ${(loadavg()[0] ?? 0).toFixed(1)} after; SHA-256 of 64 MB in ${speedBefore?.sha256_64mb_ms ?? '?'} ms before, ${speedAfter.sha256_64mb_ms} ms after; fresh memory ${speedBefore?.fresh_memory_s_per_gb ?? '?'} s/GB before, ${speedAfter.fresh_memory_s_per_gb} after\n\n`,
   );
   process.stdout.write(`${formatTable(entries)}\n\n`);
   process.stdout.write(

@@ -16,26 +16,10 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { COPY_HEADER, COPY_TRAILER, ItemRowEncoder } from '../../src/store/item-copy-rows.ts';
-import type { BenchContext, Entry } from '../lib/common.ts';
-import { round } from '../lib/common.ts';
+import { type BenchContext, type Entry, round } from '../lib/common.ts';
+import { freshMemorySecondsPerGb } from '../lib/machine.ts';
 
 const FLOOR_TABLE = 'bench_copy_floor';
-/** Memory the machine's cost of fresh pages is measured over. */
-const TOUCHED_MB = 256;
-
-/**
- * Seconds per GB this process takes to touch memory it has not used before: the kernel's page
- * faults, plus whatever the host charges for backing pages it was handed back. A create's new
- * heap, index and WAL pages go through the same kind of fresh memory in the page cache.
- */
-function freshMemorySecondsPerGb(): number {
-  const start = performance.now();
-  const pages = new Uint8Array(TOUCHED_MB * 2 ** 20);
-  for (let i = 0; i < pages.length; i += 4096) {
-    pages[i] = 1;
-  }
-  return (performance.now() - start) / 1000 / (TOUCHED_MB / 1024);
-}
 
 export async function benchCopyFloor(ctx: BenchContext, ids: readonly string[]): Promise<Entry> {
   const [table] = await ctx.db.query<{ reloptions: string[] | null }>(
