@@ -29,7 +29,10 @@ import {
 
 /** Where a streamed create writes its ids, in order. */
 export interface ItemSink {
-  /** Writes the next ids (resolves when the database can take more). */
+  /**
+   * Writes the next ids (resolves when the database can take more). The sink may keep the array
+   * until its COPY segment ends: the caller hands it over and does not change it afterwards.
+   */
   write(ids: readonly string[]): Promise<void>;
   /** Ids written so far. */
   readonly count: number;
@@ -80,7 +83,9 @@ class CopySink implements ItemSink {
   private readonly repeatedSet = new Set<string>();
   private naming = false;
   private writer: CopyWriter | null = null;
-  private segment: string[] = [];
+  /** The current segment's ids as written (the arrays, not copied: see ItemSink.write). */
+  private segment: (readonly string[])[] = [];
+  private segmentRows = 0;
   private segmentStart = 0;
   private readonly encoder: ItemRowEncoder;
 
@@ -102,9 +107,8 @@ class CopySink implements ItemSink {
       return;
     }
     const writer = await this.openSegment(first);
-    for (const id of ids) {
-      this.segment.push(id);
-    }
+    this.segment.push(ids);
+    this.segmentRows += ids.length;
     for (const chunk of this.encoder.rows(ids, first)) {
       try {
         await writer.write(chunk);
@@ -113,7 +117,7 @@ class CopySink implements ItemSink {
         return;
       }
     }
-    if (this.segment.length >= SEGMENT_ROWS) {
+    if (this.segmentRows >= SEGMENT_ROWS) {
       await this.closeSegment();
     }
   }
@@ -141,6 +145,7 @@ class CopySink implements ItemSink {
     }
     await this.tx.query('SAVEPOINT item_copy');
     this.segment = [];
+    this.segmentRows = 0;
     this.segmentStart = first;
     this.writer = (this.tx.openCopy as (statement: string) => CopyWriter)(COPY_ITEMS);
     await this.writer.write(COPY_HEADER);
@@ -170,8 +175,9 @@ class CopySink implements ItemSink {
     }
     await this.tx.query('ROLLBACK TO SAVEPOINT item_copy');
     this.naming = true;
-    const replay = this.segment;
+    const replay = this.segment.flat();
     this.segment = [];
+    this.segmentRows = 0;
     await this.nameRepeats(this.segmentStart, replay);
   }
 
