@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { COPY_HEADER, COPY_TRAILER, ItemRowEncoder } from './item-copy-rows.ts';
+import { COPY_HEADER, COPY_TRAILER, ItemRowEncoder, idsOfRows } from './item-copy-rows.ts';
 
 const OPERATION = '0194e000-1234-7abc-8def-0123456789ab';
 
@@ -58,5 +58,20 @@ describe('ItemRowEncoder', () => {
     expect(COPY_HEADER.toString('latin1', 0, 11)).toBe('PGCOPY\n\xff\r\n\0');
     expect(COPY_HEADER.length).toBe(19);
     expect(COPY_TRAILER.readInt16BE(0)).toBe(-1);
+  });
+});
+
+describe('idsOfRows', () => {
+  it('reads back the ids of rows written in several calls and chunks, in order', () => {
+    const encoder = new ItemRowEncoder(OPERATION);
+    const calls = [
+      ['contact-1', 'é', '名前', '😀 grin'],
+      Array.from({ length: 20_000 }, (_, i) => `${i % 5 === 0 ? 'ü' : 'u'}-${'x'.repeat(i % 30)}-${i}`),
+      ['a'.repeat(512)],
+    ];
+    const chunks = calls.flatMap((ids, call) => [...encoder.rows(ids, call * 100_000)]);
+    expect(chunks.length).toBeGreaterThan(3);
+    expect(idsOfRows(chunks)).toEqual(calls.flat());
+    expect(idsOfRows([])).toEqual([]);
   });
 });

@@ -81,6 +81,23 @@ export class ItemRowEncoder {
   }
 }
 
+/**
+ * The item ids of rows {@link ItemRowEncoder.rows} wrote, in order: what a streamed create
+ * replays when the unique index refuses one of a segment's ids (item-copy.ts).
+ */
+export function idsOfRows(chunks: readonly Buffer[]): string[] {
+  const ids: string[] = [];
+  for (const chunk of chunks) {
+    for (let at = 0; at < chunk.length; ) {
+      const idAt = at + PREFIX_BYTES + 4;
+      const bytes = chunk.readInt32BE(idAt);
+      ids.push(chunk.toString('utf8', idAt + 4, idAt + 4 + bytes));
+      at = idAt + 4 + bytes;
+    }
+  }
+  return ids;
+}
+
 /** Writes a non-negative 32-bit integer, big-endian, at `offset`. */
 function putInt32(target: Buffer, offset: number, value: number): void {
   target[offset] = value >>> 24;

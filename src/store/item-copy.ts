@@ -12,13 +12,13 @@
  * Repeated ids are named as a whole body's create names them (see CopySink).
  *
  * Cost: O(ids) rows through COPY statements of 100,000 rows, each under a savepoint (a few round
- * trips per segment); the process holds one segment of ids, to name repeated ids if the unique
- * index refuses one. Postgres only: PGlite has no COPY FROM STDIN (callers collect the ids and
+ * trips per segment); the process holds one segment's COPY rows (about 5 MB for ids of a dozen
+ * characters, outside the JavaScript heap), to name repeated ids if the unique index refuses one. Postgres only: PGlite has no COPY FROM STDIN (callers collect the ids and
  * use createOperation).
  */
 import type { ConversationScope } from './conversation-repo.ts';
 import type { CopyWriter, Database, Transaction } from './db.ts';
-import { COPY_HEADER, COPY_ITEMS, COPY_TRAILER, ItemRowEncoder } from './item-copy-rows.ts';
+import { COPY_HEADER, COPY_ITEMS, COPY_TRAILER, ItemRowEncoder, idsOfRows } from './item-copy-rows.ts';
 import { timeOrderedUuid } from './operation-id.ts';
 import {
   analyzeAfterLargeCreate,
@@ -29,10 +29,7 @@ import {
 
 /** Where a streamed create writes its ids, in order. */
 export interface ItemSink {
-  /**
-   * Writes the next ids (resolves when the database can take more). The sink may keep the array
-   * until its COPY segment ends: the caller hands it over and does not change it afterwards.
-   */
+  /** Writes the next ids (resolves when the database can take more). */
   write(ids: readonly string[]): Promise<void>;
   /** Ids written so far. */
   readonly count: number;
@@ -83,8 +80,14 @@ class CopySink implements ItemSink {
   private readonly repeatedSet = new Set<string>();
   private naming = false;
   private writer: CopyWriter | null = null;
-  /** The current segment's ids as written (the arrays, not copied: see ItemSink.write). */
-  private segment: (readonly string[])[] = [];
+  /**
+   * The current segment's COPY rows as sent, its ids read back from them only if the unique
+   * index refuses one. Kept as the rows rather than the id strings: these buffers live outside
+   * the JavaScript heap, so the garbage collector neither copies nor scans them, and the ids can
+   * die as soon as they are encoded (a segment's 100,000 strings otherwise lived long enough to
+   * be copied and promoted, and were swept later).
+   */
+  private segment: Buffer[] = [];
   private segmentRows = 0;
   private segmentStart = 0;
   private readonly encoder: ItemRowEncoder;
@@ -107,9 +110,11 @@ class CopySink implements ItemSink {
       return;
     }
     const writer = await this.openSegment(first);
-    this.segment.push(ids);
+    // All of this call's rows are in the segment before the first is sent: a refusal replays them.
+    const chunks = [...this.encoder.rows(ids, first)];
+    this.segment.push(...chunks);
     this.segmentRows += ids.length;
-    for (const chunk of this.encoder.rows(ids, first)) {
+    for (const chunk of chunks) {
       try {
         await writer.write(chunk);
       } catch (error) {
@@ -175,7 +180,7 @@ class CopySink implements ItemSink {
     }
     await this.tx.query('ROLLBACK TO SAVEPOINT item_copy');
     this.naming = true;
-    const replay = this.segment.flat();
+    const replay = idsOfRows(this.segment);
     this.segment = [];
     this.segmentRows = 0;
     await this.nameRepeats(this.segmentStart, replay);
