@@ -13,8 +13,8 @@
  *
  * Cost: O(ids) rows through COPY statements of 100,000 rows, each under a savepoint (a few round
  * trips per segment); the process holds one segment's COPY rows (about 5 MB for ids of a dozen
- * characters, outside the JavaScript heap), to name repeated ids if the unique index refuses one. Postgres only: PGlite has no COPY FROM STDIN (callers collect the ids and
- * use createOperation).
+ * characters, outside the JavaScript heap), to name repeated ids if the unique index refuses one.
+ * Postgres only: PGlite has no COPY FROM STDIN (callers collect the ids and use createOperation).
  */
 import type { ConversationScope } from './conversation-repo.ts';
 import type { CopyWriter, Database, Transaction } from './db.ts';
