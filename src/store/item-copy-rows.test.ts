@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { COPY_HEADER, COPY_TRAILER, ItemRowEncoder, idsOfRows } from './item-copy-rows.ts';
+import { COPY_HEADER, COPY_TRAILER, compactRows, ItemRowEncoder, idsOfRows } from './item-copy-rows.ts';
 
 const OPERATION = '0194e000-1234-7abc-8def-0123456789ab';
 
@@ -73,5 +73,29 @@ describe('idsOfRows', () => {
     expect(chunks.length).toBeGreaterThan(3);
     expect(idsOfRows(chunks)).toEqual(calls.flat());
     expect(idsOfRows([])).toEqual([]);
+  });
+});
+
+describe('compactRows', () => {
+  it('copies a chunk that holds much more memory than its rows, and keeps a full one as it is', () => {
+    // Twenty ASCII ids of 512 characters: room for three bytes a character, a third of it used.
+    const [small] = [
+      ...new ItemRowEncoder(OPERATION).rows(
+        Array.from({ length: 20 }, () => 'a'.repeat(512)),
+        0,
+      ),
+    ];
+    const kept = compactRows(small as Buffer);
+    expect(kept).not.toBe(small);
+    expect(kept.equals(small as Buffer)).toBe(true);
+    expect(kept.buffer.byteLength).toBe(kept.byteLength);
+
+    const [full] = [
+      ...new ItemRowEncoder(OPERATION).rows(
+        Array.from({ length: 30_000 }, (_, i) => `id-${i}`),
+        0,
+      ),
+    ];
+    expect(compactRows(full as Buffer)).toBe(full);
   });
 });

@@ -82,6 +82,17 @@ export class ItemRowEncoder {
 }
 
 /**
+ * A chunk of rows to keep (a streamed create's segment, item-copy.ts): itself when it fills most
+ * of the memory it holds, else a copy of just its rows. A chunk is allocated for the most its
+ * rows could take (three bytes a character), so the last chunk of a call holds as little as a
+ * third of its memory with ASCII ids, and a body that arrives an id at a time would otherwise
+ * keep three times its ids' bytes until the segment ends.
+ */
+export function compactRows(chunk: Buffer): Buffer {
+  return chunk.byteLength * 4 < chunk.buffer.byteLength * 3 ? Buffer.from(chunk) : chunk;
+}
+
+/**
  * The item ids of rows {@link ItemRowEncoder.rows} wrote, in order: what a streamed create
  * replays when the unique index refuses one of a segment's ids (item-copy.ts).
  */

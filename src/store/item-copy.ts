@@ -18,7 +18,7 @@
  */
 import type { ConversationScope } from './conversation-repo.ts';
 import type { CopyWriter, Database, Transaction } from './db.ts';
-import { COPY_HEADER, COPY_ITEMS, COPY_TRAILER, ItemRowEncoder, idsOfRows } from './item-copy-rows.ts';
+import { COPY_HEADER, COPY_ITEMS, COPY_TRAILER, compactRows, ItemRowEncoder, idsOfRows } from './item-copy-rows.ts';
 import { timeOrderedUuid } from './operation-id.ts';
 import {
   analyzeAfterLargeCreate,
@@ -112,7 +112,9 @@ class CopySink implements ItemSink {
     const writer = await this.openSegment(first);
     // All of this call's rows are in the segment before the first is sent: a refusal replays them.
     const chunks = [...this.encoder.rows(ids, first)];
-    this.segment.push(...chunks);
+    for (const chunk of chunks) {
+      this.segment.push(compactRows(chunk));
+    }
     this.segmentRows += ids.length;
     for (const chunk of chunks) {
       try {
