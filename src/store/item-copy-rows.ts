@@ -26,6 +26,9 @@ const PREFIX_BYTES = 2 + 4 + 16 + 4;
 /** A row's bytes but its id's: the prefix, the ordinal, the id's length. */
 const ROW_BYTES = PREFIX_BYTES + 4 + 4;
 
+/** The item table's `ordinal` is a 32-bit integer. */
+const MAX_ORDINAL = 0x7fffffff;
+
 /** Encodes the rows of one operation's items; ordinals are given by the caller. */
 export class ItemRowEncoder {
   private readonly prefix = Buffer.alloc(PREFIX_BYTES);
@@ -48,6 +51,9 @@ export class ItemRowEncoder {
    * at a time must not hold 256 KB per id.
    */
   *rows(ids: readonly string[], firstOrdinal: number): Generator<Buffer> {
+    if (firstOrdinal + ids.length > MAX_ORDINAL + 1) {
+      throw new RangeError(`ordinals past ${MAX_ORDINAL} do not fit the item table's integer column`);
+    }
     // The most the rows can take: a UTF-16 code unit is at most 3 bytes of UTF-8.
     let left = 0;
     for (const id of ids) {
@@ -81,32 +87,69 @@ export class ItemRowEncoder {
   }
 }
 
-/**
- * A chunk of rows to keep (a streamed create's segment, item-copy.ts): itself when it fills most
- * of the memory it holds, else a copy of just its rows. A chunk is allocated for the most its
- * rows could take (three bytes a character), so the last chunk of a call holds as little as a
- * third of its memory with ASCII ids, and a body that arrives an id at a time would otherwise
- * keep three times its ids' bytes until the segment ends.
- */
-export function compactRows(chunk: Buffer): Buffer {
-  return chunk.byteLength * 4 < chunk.buffer.byteLength * 3 ? Buffer.from(chunk) : chunk;
-}
+/** Bytes per block of {@link KeptRows}: a chunk is at most 256 KB, so at most a quarter is left unused. */
+const KEPT_BLOCK_BYTES = 1024 * 1024;
 
 /**
- * The item ids of rows {@link ItemRowEncoder.rows} wrote, in order: what a streamed create
- * replays when the unique index refuses one of a segment's ids (item-copy.ts).
+ * Rows kept after they were sent (a streamed create's segment, item-copy.ts), copied into blocks
+ * of their own, and the ids read back from them only when needed. Copied, not the chunks kept:
+ * a chunk is allocated for the most its rows could take (three bytes a character) and small ones
+ * share Node's buffer pool, so keeping them held up to four times the rows' bytes when a body
+ * arrived an id at a time. The blocks live outside the JavaScript heap (the collector neither
+ * copies nor scans them) and are reused after `clear`.
  */
-export function idsOfRows(chunks: readonly Buffer[]): string[] {
-  const ids: string[] = [];
-  for (const chunk of chunks) {
-    for (let at = 0; at < chunk.length; ) {
-      const idAt = at + PREFIX_BYTES + 4;
-      const bytes = chunk.readInt32BE(idAt);
-      ids.push(chunk.toString('utf8', idAt + 4, idAt + 4 + bytes));
-      at = idAt + 4 + bytes;
+export class KeptRows {
+  private readonly blocks: Buffer[] = [];
+  /** Bytes used in each block, by index; blocks past `filled` are spare. */
+  private readonly used: number[] = [];
+  private filled = 0;
+  /** Bytes kept. */
+  bytes = 0;
+
+  append(chunk: Uint8Array): void {
+    let block = this.blocks[this.filled - 1];
+    let at = this.used[this.filled - 1] ?? 0;
+    if (block === undefined || at + chunk.length > block.length) {
+      block = this.blocks[this.filled];
+      if (block === undefined || chunk.length > block.length) {
+        block = Buffer.allocUnsafeSlow(Math.max(KEPT_BLOCK_BYTES, chunk.length));
+        this.blocks[this.filled] = block;
+      }
+      this.filled++;
+      at = 0;
     }
+    block.set(chunk, at);
+    this.used[this.filled - 1] = at + chunk.length;
+    this.bytes += chunk.length;
   }
-  return ids;
+
+  /** The item ids of the rows kept, in order. */
+  ids(): string[] {
+    const ids: string[] = [];
+    for (let b = 0; b < this.filled; b++) {
+      const block = this.blocks[b] as Buffer;
+      const end = this.used[b] as number;
+      for (let at = 0; at < end; ) {
+        const idAt = at + PREFIX_BYTES + 4;
+        const bytes = block.readInt32BE(idAt);
+        ids.push(block.toString('utf8', idAt + 4, idAt + 4 + bytes));
+        at = idAt + 4 + bytes;
+      }
+    }
+    return ids;
+  }
+
+  /** Bytes of memory the blocks hold. */
+  get allocated(): number {
+    return this.blocks.reduce((sum, block) => sum + block.length, 0);
+  }
+
+  /** Forgets the rows; the blocks stay for the next ones. */
+  clear(): void {
+    this.filled = 0;
+    this.used.length = 0;
+    this.bytes = 0;
+  }
 }
 
 /** Writes a non-negative 32-bit integer, big-endian, at `offset`. */

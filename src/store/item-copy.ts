@@ -11,14 +11,14 @@
  * upload; concurrent creates in one conversation copy side by side and then take turns.
  * Repeated ids are named as a whole body's create names them (see CopySink).
  *
- * Cost: O(ids) rows through COPY statements of 100,000 rows, each under a savepoint (a few round
- * trips per segment); the process holds one segment's COPY rows (about 5 MB for ids of a dozen
- * characters, outside the JavaScript heap), to name repeated ids if the unique index refuses one.
- * Postgres only: PGlite has no COPY FROM STDIN (callers collect the ids and use createOperation).
+ * Cost: O(ids) rows through COPY statements of 100,000 rows or 8 MB, each under a savepoint (a
+ * few round trips per segment); the process keeps one segment's COPY rows (outside the
+ * JavaScript heap), to name repeated ids if the unique index refuses one. Postgres only: PGlite
+ * has no COPY FROM STDIN (callers collect the ids and use createOperation).
  */
 import type { ConversationScope } from './conversation-repo.ts';
 import type { CopyWriter, Database, Transaction } from './db.ts';
-import { COPY_HEADER, COPY_ITEMS, COPY_TRAILER, compactRows, ItemRowEncoder, idsOfRows } from './item-copy-rows.ts';
+import { COPY_HEADER, COPY_ITEMS, COPY_TRAILER, ItemRowEncoder, KeptRows } from './item-copy-rows.ts';
 import { timeOrderedUuid } from './operation-id.ts';
 import {
   analyzeAfterLargeCreate,
@@ -56,6 +56,12 @@ function isRetryable(error: unknown): boolean {
 
 /** Rows per COPY statement: each runs under a savepoint, so a repeated id costs one segment's replay. */
 const SEGMENT_ROWS = 100_000;
+/**
+ * Bytes of rows per COPY statement at most, whatever their count: what a segment keeps in case
+ * of a repeated id. 100,000 rows of ids of a dozen characters are about 5 MB; of 512 characters
+ * of three bytes each, they would be 157 MB.
+ */
+const SEGMENT_BYTES = 8 * 1024 * 1024;
 /** Rows per INSERT while repeated ids are being named. */
 const HUNT_CHUNK = 10_000;
 /** Repeated ids named in an error (one more says "and more"). */
@@ -67,11 +73,11 @@ const INSERT_NAMING_REPEATS = `INSERT INTO assistant_operation_item (operation_i
   RETURNING ordinal`;
 
 /**
- * Writes ids as COPY rows, one COPY statement (under a savepoint) per {@link SEGMENT_ROWS}. When
- * the unique index refuses an id, the segment is rolled back to its savepoint and it, with every
- * id after it, goes in through INSERT … ON CONFLICT DO NOTHING instead: the ids it skips are the
- * repeats, in the order of their first repeat — the answer a whole body gets, which names up to
- * 20. Past that many it only counts. Any other failure: it only counts (the transaction is lost).
+ * Writes ids as COPY rows, one COPY statement (under a savepoint) per {@link SEGMENT_ROWS} or
+ * {@link SEGMENT_BYTES}, whichever comes first. When the unique index refuses an id, the segment
+ * is rolled back to its savepoint and it, with every id after it, goes in through INSERT … ON
+ * CONFLICT DO NOTHING instead: the ids it skips are the repeats, in the order of their first
+ * repeat — the answer a whole body gets, which names up to 20. Past that many it only counts. Any other failure: it only counts (the transaction is lost).
  */
 class CopySink implements ItemSink {
   count = 0;
@@ -82,12 +88,11 @@ class CopySink implements ItemSink {
   private writer: CopyWriter | null = null;
   /**
    * The current segment's COPY rows as sent, its ids read back from them only if the unique
-   * index refuses one. Kept as the rows rather than the id strings: these buffers live outside
-   * the JavaScript heap, so the garbage collector neither copies nor scans them, and the ids can
-   * die as soon as they are encoded (a segment's 100,000 strings otherwise lived long enough to
-   * be copied and promoted, and were swept later).
+   * index refuses one. Kept as rows rather than as the id strings: outside the JavaScript heap,
+   * and the ids can die as soon as they are encoded (a segment's 100,000 strings otherwise lived
+   * long enough to be copied and promoted by the collector, and were swept later).
    */
-  private segment: Buffer[] = [];
+  private readonly segment = new KeptRows();
   private segmentRows = 0;
   private segmentStart = 0;
   private readonly encoder: ItemRowEncoder;
@@ -113,7 +118,7 @@ class CopySink implements ItemSink {
     // All of this call's rows are in the segment before the first is sent: a refusal replays them.
     const chunks = [...this.encoder.rows(ids, first)];
     for (const chunk of chunks) {
-      this.segment.push(compactRows(chunk));
+      this.segment.append(chunk);
     }
     this.segmentRows += ids.length;
     for (const chunk of chunks) {
@@ -124,7 +129,7 @@ class CopySink implements ItemSink {
         return;
       }
     }
-    if (this.segmentRows >= SEGMENT_ROWS) {
+    if (this.segmentRows >= SEGMENT_ROWS || this.segment.bytes >= SEGMENT_BYTES) {
       await this.closeSegment();
     }
   }
@@ -151,7 +156,7 @@ class CopySink implements ItemSink {
       return this.writer;
     }
     await this.tx.query('SAVEPOINT item_copy');
-    this.segment = [];
+    this.segment.clear();
     this.segmentRows = 0;
     this.segmentStart = first;
     this.writer = (this.tx.openCopy as (statement: string) => CopyWriter)(COPY_ITEMS);
@@ -182,8 +187,8 @@ class CopySink implements ItemSink {
     }
     await this.tx.query('ROLLBACK TO SAVEPOINT item_copy');
     this.naming = true;
-    const replay = idsOfRows(this.segment);
-    this.segment = [];
+    const replay = this.segment.ids();
+    this.segment.clear();
     this.segmentRows = 0;
     await this.nameRepeats(this.segmentStart, replay);
   }

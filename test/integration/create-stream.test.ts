@@ -272,6 +272,25 @@ describe('large creates stream their ids into the database (Postgres)', () => {
       expect(await storedItems()).toBe(before);
     }, 60_000);
 
+    it('repeated long ids: named the same when a COPY segment is cut by its bytes, not its rows', async () => {
+      const before = await storedItems();
+      // 30,000 ids of 500 characters are about 16 MB of rows: segments of 8 MB, about 15,700
+      // rows. The first repeat is in the second segment, which alone is replayed to name them.
+      const ids = idsOf(30_000).map((id) => id.padEnd(500, '.'));
+      for (let k = 0; k < 22; k++) {
+        ids[16_500 + k * 500] = ids[k * 11] as string;
+      }
+      const repeated = findDuplicates(ids, 21);
+      expect(repeated.length).toBe(21);
+      const response = await send(randomUUID(), JSON.stringify(createInput(ids)));
+      expect(response.status).toBe(400);
+      expect(response.json.error).toMatchObject({
+        code: 'duplicate_item_ids',
+        details: { field: 'item_ids', duplicate_ids: repeated.slice(0, 20) },
+      });
+      expect(await storedItems()).toBe(before);
+    }, 60_000);
+
     it('JSON that breaks at the very end, and a gzip body cut short', async () => {
       const before = await storedItems();
       const text = JSON.stringify(createInput(idsOf(LARGE)));
