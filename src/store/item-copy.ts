@@ -77,7 +77,8 @@ const INSERT_NAMING_REPEATS = `INSERT INTO assistant_operation_item (operation_i
  * {@link SEGMENT_BYTES}, whichever comes first. When the unique index refuses an id, the segment
  * is rolled back to its savepoint and it, with every id after it, goes in through INSERT … ON
  * CONFLICT DO NOTHING instead: the ids it skips are the repeats, in the order of their first
- * repeat — the answer a whole body gets, which names up to 20. Past that many it only counts. Any other failure: it only counts (the transaction is lost).
+ * repeat — the answer a whole body gets, which names up to 20. Past that many it only counts.
+ * Any other failure: it only counts (the transaction is lost).
  */
 class CopySink implements ItemSink {
   count = 0;

@@ -191,13 +191,18 @@ export async function newStoreOperation(
   return { scope, operationId: operation.id };
 }
 
-/** `db`, counting the statements sent (a transaction's BEGIN and COMMIT count as two). */
-export function counting(db: Database): { db: Database; statements: () => number } {
+/**
+ * `db`, counting the statements sent (a transaction's BEGIN and COMMIT count as two); `sent` is
+ * the text of each statement sent through it, in order (BEGIN and COMMIT are not among them).
+ */
+export function counting(db: Database): { db: Database; statements: () => number; sent: () => readonly string[] } {
   let n = 0;
+  const texts: string[] = [];
   const counted: Database = {
     engine: db.engine,
     query: (text, params) => {
       n++;
+      texts.push(text);
       return db.query(text, params);
     },
     transaction: (fn) =>
@@ -208,6 +213,7 @@ export function counting(db: Database): { db: Database; statements: () => number
           copyIn: tx.copyIn,
           query: (text, params) => {
             n++;
+            texts.push(text);
             return tx.query(text, params);
           },
         });
@@ -215,5 +221,5 @@ export function counting(db: Database): { db: Database; statements: () => number
     withTryLock: (key, fn) => db.withTryLock(key, fn),
     close: () => db.close(),
   };
-  return { db: counted, statements: () => n };
+  return { db: counted, statements: () => n, sent: () => texts };
 }

@@ -14,9 +14,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationToolInput } from '../../src/domain/operation-input.ts';
 import { findDuplicates, findUnstorableValue, validationError } from '../../src/domain/validation.ts';
 import { createPostgresDatabase } from '../../src/store/db.ts';
+import { createOperationFromStream } from '../../src/store/item-copy.ts';
 import { analyzeAfterLargeCreate } from '../../src/store/operation-create.ts';
 import { normalizeFlatInput } from '../../src/tools/flat-input.ts';
-import { type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
+import { counting, type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
 
 const TOOL = 'manage_assistant_operation';
@@ -289,6 +290,31 @@ describe('large creates stream their ids into the database (Postgres)', () => {
         details: { field: 'item_ids', duplicate_ids: repeated.slice(0, 20) },
       });
       expect(await storedItems()).toBe(before);
+    }, 60_000);
+
+    it('a COPY segment ends at 8 MB of rows as well as at 100,000 rows', async () => {
+      /** COPY statements (segments) of a streamed create of `ids`, written 1,000 at a time. */
+      const segmentsOf = async (ids: readonly string[]) => {
+        const { db, sent } = counting(harness.db);
+        const scope = { organizationId: tenant.organizationId, conversationId: randomUUID() };
+        await createOperationFromStream(db, scope, async (sink) => {
+          for (let start = 0; start < ids.length; start += 1_000) {
+            await sink.write(ids.slice(start, start + 1_000));
+          }
+          return {
+            operationType: 'bulk_tag',
+            batchSize: 100,
+            queryParams: null,
+            notes: null,
+            execution: 'assistant',
+            actor: 'test',
+          };
+        });
+        return sent().filter((text) => text === 'SAVEPOINT item_copy').length;
+      };
+      // 30,000 ids: one segment by count; of 500 characters they are about 16 MB of rows: two.
+      expect(await segmentsOf(idsOf(30_000, 'short'))).toBe(1);
+      expect(await segmentsOf(idsOf(30_000, 'long').map((id) => id.padEnd(500, '.')))).toBe(2);
     }, 60_000);
 
     it('JSON that breaks at the very end, and a gzip body cut short', async () => {
