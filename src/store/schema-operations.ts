@@ -73,6 +73,7 @@ export const assistantOperationItem = pgTable(
     operationId: uuid('operation_id').notNull(),
     /** Position in the operation's item list, from 0: the cursor and batches follow it. */
     ordinal: integer('ordinal').notNull(),
+    /** COLLATE "C" (drizzle/0014_item_id_bytewise.sql): ids are only ever compared for equality. */
     itemId: varchar('item_id', { length: 512 }).notNull(),
     status: varchar('status', { length: 16 }).notNull().default('pending'),
     /** Leases of this item that have ended (recorded, released or expired): a live lease is not counted yet. */
@@ -114,6 +115,7 @@ export const assistantOperationKeptFailure = pgTable(
       .notNull()
       .references(() => assistantOperation.id, { onDelete: 'cascade' }),
     ordinal: integer('ordinal').notNull(),
+    /** COLLATE "C", as the item table's. */
     itemId: varchar('item_id', { length: 512 }).notNull(),
     attempts: integer('attempts').notNull(),
     reason: text('reason').notNull(),
