@@ -9,6 +9,7 @@ import { Pool } from 'undici';
 import { createApiKey } from '../../src/store/index.ts';
 import { startOpspadChild } from '../lib/child.ts';
 import { type BenchContext, type Entry, itemIds, percentile, round, rssMb, sampleRss } from '../lib/common.ts';
+import { startHealthzProbe } from '../lib/healthz-probe.ts';
 import { benchCopyFloor } from './copy-floor.ts';
 import { benchRecordPair } from './record.ts';
 
@@ -124,23 +125,14 @@ export async function benchHttp(ctx: BenchContext, organizationId: string): Prom
     });
     const idleRss = rssMb(server.pid);
     const rss = sampleRss(server.pid, 20);
-    // While the create runs, /healthz is asked again and again, one request at a time: its
-    // slowest answer is how long the server kept everyone else waiting.
-    let creating = true;
-    const healthMs: number[] = [];
-    const probe = (async () => {
-      while (creating) {
-        const asked = performance.now();
-        const health = await pool.request({ method: 'GET', path: '/healthz' });
-        await health.body.text();
-        healthMs.push(performance.now() - asked);
-      }
-    })();
+    // While the create runs, /healthz is asked again and again, one request at a time, from a
+    // process of its own (healthz-probe.ts): its slowest answer is how long the server kept
+    // everyone else waiting.
+    const probe = await startHealthzProbe(url);
     const start = performance.now();
     const created = await send(pool, 'POST', `/v1/conversations/${conversation}/tools/${TOOL}`, key.api_key, body);
     const createMs = performance.now() - start;
-    creating = false;
-    await probe;
+    const healthMs = await probe.stop();
     rss.stop();
     if (created.status !== 200) {
       throw new Error(`create of ${ids.length} items answered ${created.status}: ${JSON.stringify(created.json)}`);
