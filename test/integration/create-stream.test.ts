@@ -13,9 +13,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationToolInput } from '../../src/domain/operation-input.ts';
 import { findDuplicates, findUnstorableValue, validationError } from '../../src/domain/validation.ts';
-import { createPostgresDatabase } from '../../src/store/db.ts';
 import { createOperationFromStream } from '../../src/store/item-copy.ts';
-import { analyzeAfterLargeCreate } from '../../src/store/operation-create.ts';
 import { normalizeFlatInput } from '../../src/tools/flat-input.ts';
 import { counting, type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
@@ -350,99 +348,6 @@ describe('large creates stream their ids into the database (Postgres)', () => {
     );
     expect(rows[0]?.item_id).toBe(ids[LARGE - 1]);
   }, 60_000);
-
-  /**
-   * Runs `fn` with `count` other operations of `rows` items each in the item table (rows only:
-   * the table has no foreign key to the operation), removed afterwards; their ids are numbered
-   * from `first`.
-   */
-  async function withOtherOperations(count: number, rows: number, fn: () => Promise<void>, first = 1): Promise<void> {
-    const others = `SELECT ('00000000-0000-4000-8000-' || lpad(o::text, 12, '0'))::uuid AS operation_id, n AS ordinal
-      FROM generate_series(${first}, ${first + count - 1}) o, generate_series(0, ${rows - 1}) n`;
-    await harness.db.query(
-      `INSERT INTO assistant_operation_item (operation_id, ordinal, item_id) SELECT operation_id, ordinal, 'x' || ordinal FROM (${others}) s`,
-    );
-    try {
-      await fn();
-    } finally {
-      await harness.db.query(
-        `DELETE FROM assistant_operation_item WHERE operation_id IN (SELECT DISTINCT operation_id FROM (${others}) s)`,
-      );
-    }
-  }
-
-  /** The planner's estimate of an operation's item rows. */
-  async function estimatedRows(operationId: unknown): Promise<number> {
-    const plan = await harness.db.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
-      `EXPLAIN (FORMAT JSON) SELECT * FROM assistant_operation_item WHERE operation_id = '${String(operationId)}'`,
-    );
-    return plan[0]?.['QUERY PLAN'][0].Plan['Plan Rows'] ?? 0;
-  }
-
-  it('answers once the planner knows the new operation’s size, from a small sample', async () => {
-    // Fifty operations of 4,000 rows, refreshed in full: each is among the column's common values.
-    await withOtherOperations(50, 4_000, async () => {
-      await harness.db.query('ANALYZE assistant_operation_item');
-      const response = await send(randomUUID(), JSON.stringify(createInput(idsOf(20_000))));
-      expect(response.status).toBe(200);
-      // A few dozen without the refresh.
-      const estimate = await estimatedRows(response.json.operation_id);
-      expect(estimate).toBeGreaterThan(10_000);
-      expect(estimate).toBeLessThan(40_000);
-      // The refresh read 3,000 rows (statistics target 10), not 30,000: its list of common values,
-      // 51 long after the full pass above, holds at most ten.
-      const stats = await harness.db.query<{ n: number }>(
-        `SELECT cardinality(most_common_vals::text::text[]) AS n FROM pg_stats
-         WHERE tablename = 'assistant_operation_item' AND attname = 'operation_id' AND schemaname = current_schema()`,
-      );
-      expect(stats[0]?.n).toBeLessThanOrEqual(10);
-    });
-  }, 60_000);
-
-  it('never samples more than the server is set to', async () => {
-    // A server (here: its sessions) set to a target of 5: the refresh keeps at most 5 common
-    // values, where its own floor of 10 would keep 10 of the 20 operations far larger than the rest.
-    const url = new URL(database.url);
-    url.searchParams.set('options', '-c default_statistics_target=5');
-    const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 1 });
-    try {
-      await withOtherOperations(2_000, 5, () =>
-        withOtherOperations(
-          20,
-          4_000,
-          async () => {
-            await analyzeAfterLargeCreate(db, 10_000);
-            const stats = await harness.db.query<{ n: number }>(
-              `SELECT cardinality(most_common_vals::text::text[]) AS n FROM pg_stats
-               WHERE tablename = 'assistant_operation_item' AND attname = 'operation_id' AND schemaname = current_schema()`,
-            );
-            expect(stats[0]?.n).toBeLessThanOrEqual(5);
-            expect(stats[0]?.n).toBeGreaterThan(0);
-          },
-          3_001,
-        ),
-      );
-    } finally {
-      await db.close();
-    }
-  }, 60_000);
-
-  it('keeps every large active operation among the planner’s common values, more than ten of them', async () => {
-    // Two thousand small operations, so that one left out of the common values is planned as small.
-    await withOtherOperations(2_000, 5, async () => {
-      const created: unknown[] = [];
-      for (let i = 0; i < 12; i++) {
-        const response = await send(randomUUID(), JSON.stringify(createInput(idsOf(10_000, `large-${i}`))));
-        expect(response.status).toBe(200);
-        created.push(response.json.operation_id);
-      }
-      for (const operationId of created) {
-        // Each is estimated from the few dozen of its rows the sample holds (6,500–17,800 in runs
-        // of this file); left out of the common values, an operation is estimated at about 100.
-        expect(await estimatedRows(operationId)).toBeGreaterThan(1_000);
-      }
-    });
-  }, 120_000);
 });
 
 describe('the limits hold for streamed bodies', () => {
