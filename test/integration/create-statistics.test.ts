@@ -14,12 +14,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresDatabase } from '../../src/store/db.ts';
 import { analyzeAfterLargeCreate } from '../../src/store/operation-create.ts';
-import { type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
+import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
-
-function idsOf(count: number, prefix = 'item'): string[] {
-  return Array.from({ length: count }, (_, i) => `${prefix}-${String(i).padStart(8, '0')}`);
-}
 
 function createInput(itemIds: readonly string[]) {
   return { action: 'create', operation_type: 'bulk_tag', total_items: itemIds.length, item_ids: itemIds };
@@ -41,9 +37,9 @@ describe('a large create refreshes the planner’s statistics from a sample size
     await database?.drop();
   });
 
-  /** Creates an operation of `ids` over HTTP; its id. */
-  async function create(ids: readonly string[]): Promise<string> {
-    const response = await tenant.op(randomUUID(), createInput(ids));
+  /** Creates an operation of `itemIds` over HTTP; its id. */
+  async function create(itemIds: readonly string[]): Promise<string> {
+    const response = await tenant.op(randomUUID(), createInput(itemIds));
     expect(response.status).toBe(200);
     return String((response.body as { operation_id: unknown }).operation_id);
   }
@@ -89,7 +85,7 @@ describe('a large create refreshes the planner’s statistics from a sample size
     // Fifty operations of 4,000 rows, refreshed in full: each is among the column's common values.
     await withOtherOperations(50, 4_000, async () => {
       await harness.db.query('ANALYZE assistant_operation_item');
-      const operationId = await create(idsOf(20_000));
+      const operationId = await create(ids(20_000));
       // A few dozen without the refresh.
       const estimate = await estimatedRows(operationId);
       expect(estimate).toBeGreaterThan(10_000);
@@ -130,7 +126,7 @@ describe('a large create refreshes the planner’s statistics from a sample size
     await withOtherOperations(2_000, 5, async () => {
       const created: unknown[] = [];
       for (let i = 0; i < 12; i++) {
-        created.push(await create(idsOf(10_000, `large-${i}`)));
+        created.push(await create(ids(10_000, `large-${i}`)));
       }
       for (const operationId of created) {
         // Each is estimated from the few hundred of its rows the sample holds (8,300–12,300 in
