@@ -106,6 +106,40 @@ async function conversationLoop(
   }
 }
 
+/**
+ * `create_1m_uuid_s`: a create of as many random UUIDs. The benchmark's own ids are sorted, so
+ * each one's entry goes to the right edge of the unique id index; ids in no order, as a list of
+ * UUIDs arrives, land on random leaves that split in half (README, "What the item table's shape
+ * costs a create"). Its baseline is `create_1m_s`: the ratio is what the order of the ids costs.
+ */
+async function benchUuidCreate(ctx: BenchContext, pool: Pool, apiKey: string): Promise<Entry> {
+  const ids = Array.from({ length: ctx.plan.createItems }, () => randomUUID());
+  const body = JSON.stringify({
+    action: 'create',
+    operation_type: 'bulk_tag',
+    total_items: ids.length,
+    item_ids: ids,
+    batch_size: 100,
+  });
+  // Settled as the first create was (bench/run.ts): the loop's pages are written now, not during it.
+  await ctx.db.query('CHECKPOINT');
+  const start = performance.now();
+  const created = await send(pool, 'POST', `/v1/conversations/${randomUUID()}/tools/${TOOL}`, apiKey, body);
+  const seconds = (performance.now() - start) / 1000;
+  if (created.status !== 200) {
+    throw new Error(`create of ${ids.length} UUIDs answered ${created.status}: ${JSON.stringify(created.json)}`);
+  }
+  ctx.log(`create ${ids.length} random UUIDs over HTTP: ${round(seconds, 2)} s`);
+  return {
+    name: 'create_1m_uuid_s',
+    value: round(seconds, 2),
+    unit: 's',
+    n: ids.length,
+    baseline: 'create_1m_s',
+    note: `ids in no order (random UUIDs), ${(body.length / 1e6).toFixed(1)} MB body`,
+  };
+}
+
 export async function benchHttp(ctx: BenchContext, organizationId: string): Promise<HttpResults> {
   const server = await startOpspadChild(ctx, 'start', { OPSPAD_LOG_LEVEL: 'info' });
   const url = server.url as string;
@@ -238,6 +272,10 @@ export async function benchHttp(ctx: BenchContext, organizationId: string): Prom
       { name: 'http_loop_errors', value: errors.count, unit: 'count', n: latencies.length },
       { name: 'http_loop_rps', value: round(rps, 0), unit: 'req/s', n: latencies.length, note },
     );
+
+    // ── create_1m_uuid: the create again, its ids in no order; last, so no figure above is taken
+    // over its rows ──
+    entries.push(await benchUuidCreate(ctx, pool, key.api_key));
   } finally {
     await pool.close();
     await server.stop();
