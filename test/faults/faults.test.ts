@@ -412,9 +412,23 @@ describe('fault injection', () => {
         `SELECT item_id FROM (${ITEM_STATES}) i WHERE operation_id = $1 AND status = 'leased'`,
         [operationId],
       );
+    // A statement the worker sent before it stopped still runs, and commits, in Postgres (one
+    // call records a batch and leases the next): what the worker holds is read once none is left,
+    // or a batch its own record was finishing would be counted as taken over (CI saw one).
+    const stepsInFlight = async () => {
+      const rows = await s.harness.db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
+           AND query ~ 'opspad_(record|lease)'`,
+      );
+      return rows[0]?.n ?? 0;
+    };
     let held: { item_id: string }[] = [];
     for (let attempt = 0; attempt < 50 && held.length === 0; attempt++) {
       late.process.kill('SIGSTOP');
+      await eventually(async () => ((await stepsInFlight()) === 0 ? true : undefined), {
+        what: "the stopped worker's statements to end",
+      });
       held = await heldNow();
       if (held.length === 0) {
         late.process.kill('SIGCONT');
