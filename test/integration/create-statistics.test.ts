@@ -4,10 +4,10 @@
  * operation are planned for its size.
  *
  * The database is this file's own and its item table holds only what these tests put there.
- * ANALYZE samples pages, then rows from them: in a table shared with other tests, whose aborted
- * creates left hundreds of thousands of dead rows (autovacuum is off here), a 3,000-row sample
- * met the new operation's pages about four times, and its estimate moved in steps of a quarter
- * of its size (44,039 for 20,000 rows once in CI).
+ * ANALYZE samples pages, then rows from them: in test/integration/create-stream.test.ts's table,
+ * where aborted creates had left 2,180,000 dead rows beside 1,480,000 live ones (autovacuum is off
+ * here), a 3,000-row sample met the new operation on about four pages, and its estimate moved in
+ * steps of a quarter of its size (44,039 for 20,000 rows once in CI).
  */
 
 import { randomUUID } from 'node:crypto';
@@ -86,7 +86,7 @@ describe('a large create refreshes the planner’s statistics from a sample size
     await withOtherOperations(50, 4_000, async () => {
       await harness.db.query('ANALYZE assistant_operation_item');
       const operationId = await create(ids(20_000));
-      // A few dozen without the refresh.
+      // About one without the refresh: the full pass above counted fifty operations, not this one.
       const estimate = await estimatedRows(operationId);
       expect(estimate).toBeGreaterThan(10_000);
       expect(estimate).toBeLessThan(40_000);
