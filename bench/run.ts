@@ -77,6 +77,7 @@ const ORDER = [
   'create_1m_s',
   'create_1m_healthz_max_ms',
   'create_1m_peak_rss_mb',
+  'create_1m_uuid_sorted_s',
   'create_1m_uuid_s',
   'worker_peak_rss_mb',
   'worker_untraced_items_per_s',
