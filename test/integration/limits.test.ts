@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { revokeApiKey } from '../../src/store/index.ts';
 import { type Harness, ids, startHarness } from '../helpers/harness.ts';
+import { inOneRateWindow } from '../helpers/rate-window.ts';
 
 describe('limits (postgres)', () => {
   let harness: Harness;
@@ -22,21 +23,23 @@ describe('limits (postgres)', () => {
   });
 
   it('answers 429 with Retry-After once a key passes its rate, without touching other keys', async () => {
-    const tenant = await limited.newTenant();
-    const other = await limited.newTenant();
-    const conversation = randomUUID();
-    const statuses: number[] = [];
-    for (let i = 0; i < 5; i++) {
-      statuses.push((await tenant.context(conversation)).status);
-    }
-    expect(statuses).toEqual([200, 200, 200, 200, 200]);
-    const response = await fetch(`${limited.url}/v1/conversations/${conversation}/context`, {
-      headers: { authorization: `Bearer ${tenant.apiKey}` },
+    await inOneRateWindow(60_000, async () => {
+      const tenant = await limited.newTenant();
+      const other = await limited.newTenant();
+      const conversation = randomUUID();
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        statuses.push((await tenant.context(conversation)).status);
+      }
+      expect(statuses).toEqual([200, 200, 200, 200, 200]);
+      const response = await fetch(`${limited.url}/v1/conversations/${conversation}/context`, {
+        headers: { authorization: `Bearer ${tenant.apiKey}` },
+      });
+      expect(response.status).toBe(429);
+      expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(await response.json()).toMatchObject({ error: { code: 'rate_limited', details: { limit: 5 } } });
+      expect((await other.context(randomUUID())).status).toBe(200);
     });
-    expect(response.status).toBe(429);
-    expect(Number(response.headers.get('retry-after'))).toBeGreaterThan(0);
-    expect(await response.json()).toMatchObject({ error: { code: 'rate_limited', details: { limit: 5 } } });
-    expect((await other.context(randomUUID())).status).toBe(200);
   });
 
   it('caps active background operations per organization, and an assistant operation is not counted', async () => {
