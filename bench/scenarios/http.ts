@@ -106,6 +106,17 @@ async function conversationLoop(
   }
 }
 
+/** The body of the benchmark's large creates: one tool call holding every id. */
+function createBody(ids: readonly string[]): string {
+  return JSON.stringify({
+    action: 'create',
+    operation_type: 'bulk_tag',
+    total_items: ids.length,
+    item_ids: ids,
+    batch_size: 100,
+  });
+}
+
 /**
  * `create_1m_uuid_s`: what the order of the ids costs a create. The benchmark's own ids are
  * sorted, so each one's entry goes to the right edge of the unique id index; ids in no order, as
@@ -121,13 +132,7 @@ async function benchIdOrder(ctx: BenchContext, pool: Pool, apiKey: string): Prom
   const sorted = [...drawn].sort();
   const created: string[] = [];
   const timed = async (ids: readonly string[], order: string): Promise<number> => {
-    const body = JSON.stringify({
-      action: 'create',
-      operation_type: 'bulk_tag',
-      total_items: ids.length,
-      item_ids: ids,
-      batch_size: 100,
-    });
+    const body = createBody(ids);
     // Settled as the first create was (bench/run.ts): pages dirtied before are written now.
     await ctx.db.query('CHECKPOINT');
     const start = performance.now();
@@ -178,13 +183,7 @@ export async function benchHttp(ctx: BenchContext, organizationId: string): Prom
     const key = await createApiKey(ctx.db, `bench-http-${randomUUID()}`);
     const conversation = randomUUID();
     const ids = itemIds(ctx.plan.createItems, 'item');
-    const body = JSON.stringify({
-      action: 'create',
-      operation_type: 'bulk_tag',
-      total_items: ids.length,
-      item_ids: ids,
-      batch_size: 100,
-    });
+    const body = createBody(ids);
     const idleRss = rssMb(server.pid);
     const rss = sampleRss(server.pid, 20);
     // While the create runs, /healthz is asked again and again, one request at a time, from a
