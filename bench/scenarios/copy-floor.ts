@@ -2,7 +2,7 @@
  * `copy_1m_floor_s`: what Postgres alone takes for the rows of a create of 1,000,000 ids, measured
  * in the same run as `create_1m_s`, so that the create can be read against the machine it ran on.
  *
- * The rows are the create's own (the binary COPY rows of src/store/item-copy-rows.ts, encoded
+ * The rows are the create's own (the binary COPY rows of src/store/operations/item-copy-rows.ts, encoded
  * before the clock starts), written by one client in one transaction into a fresh table of the
  * item table's shape: its columns, defaults, check, indexes and fillfactor, copied from the
  * catalog. What the create adds on top of this is reading and checking the body, the operation's
@@ -15,7 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { COPY_HEADER, COPY_TRAILER, ItemRowEncoder } from '../../src/store/item-copy-rows.ts';
+import { COPY_HEADER, COPY_TRAILER, ItemRowEncoder } from '../../src/store/operations/item-copy-rows.ts';
 import { type BenchContext, type Entry, round } from '../lib/common.ts';
 import { freshMemorySecondsPerGb } from '../lib/machine.ts';
 

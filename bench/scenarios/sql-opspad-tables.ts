@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { createOperation } from '../../src/store/index.ts';
-import { LEASE_NEXT_SQL } from '../../src/store/item-sql.ts';
+import { LEASE_NEXT_SQL } from '../../src/store/leases/item-sql.ts';
 import { type BenchContext, itemIds, timed } from '../lib/common.ts';
 
 const CLIENTS = 4;

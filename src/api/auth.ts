@@ -10,7 +10,7 @@ import type { AuthFailureLimiter } from './auth-failures.ts';
 
 /**
  * `cacheTtlMs` (OPSPAD_API_KEY_CACHE_TTL): how long a key found stays trusted without a lookup;
- * a key revoked by another process is refused within that long (store/api-key-cache.ts).
+ * a key revoked by another process is refused within that long (store/tenants/api-key-cache.ts).
  */
 export function requireApiKey(db: Database, failures?: AuthFailureLimiter, cacheTtlMs = 0): RequestHandler {
   return async (req, res, next) => {

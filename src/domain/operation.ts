@@ -49,7 +49,7 @@ export interface OperationState {
    */
   queue_prefix?: string;
   /**
-   * Retention (store/retention-sql.ts), on finished operations only. When the item rows were
+   * Retention (store/retention/retention-sql.ts), on finished operations only. When the item rows were
    * deleted (ISO time); while it runs, the ordinal below which they are gone.
    */
   items_pruned_at?: string;

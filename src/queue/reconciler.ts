@@ -8,7 +8,7 @@
  * - expired leases go back to pending, so a crashed worker's items are handed out again;
  * - an operation whose items are all recorded but which is still active is completed;
  * - paused operations untouched for OPSPAD_PAUSED_TTL are cancelled (event `expired`);
- * - then retention deletes what is past keeping (store/retention.ts), within its time budget.
+ * - then retention deletes what is past keeping (store/retention/), within its time budget.
  *
  * It runs on a timer in every worker process rather than as a BullMQ job: it must keep working
  * when the queue has lost everything, its own schedule included. A Postgres advisory lock makes one
@@ -24,9 +24,11 @@ import {
   type Database,
   listActiveBackgroundOperationsAllOrganizations,
   listIdlePausedOperationsAllOrganizations,
+  type RetentionOptions,
+  type RetentionReport,
   reclaimExpiredLeases,
+  runRetention,
 } from '../store/index.ts';
-import { type RetentionOptions, type RetentionReport, runRetention } from '../store/retention.ts';
 import type { Dispatcher } from './dispatcher.ts';
 
 /** Arbitrary, distinct from the migrator's: the lock one reconciler pass holds. */

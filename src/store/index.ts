@@ -1,18 +1,17 @@
-export * from './context-reads.ts';
-export * from './conversation-repo.ts';
-export * from './db.ts';
-export * from './event-repo.ts';
-export { type FailureRow, failuresPage } from './failure-sql.ts';
-export { createOperationFromStream, type ItemSink, RepeatedItemIdError } from './item-copy.ts';
-export * from './migrate.ts';
-export * from './notes-repo.ts';
-export * from './operation-repo.ts';
-export * from './operator-view-repo.ts';
-export * from './organization-operations-repo.ts';
-export * from './organization-repo.ts';
-export * from './render-log.ts';
-export * from './scratchpad-history.ts';
-export * from './scratchpad-reorganization.ts';
-export * from './scratchpad-repo.ts';
-export * from './webhook-secret-repo.ts';
-export * from './worker-demand.ts';
+/**
+ * The store: everything opspad keeps in Postgres, by what it owns. Every other layer imports it
+ * through this file; each folder's index.ts says what it owns, its tables and its lock order.
+ *
+ * - db/: the connection (pool or PGlite), prepared and batched statements, migrations
+ * - tenants/: organizations, API keys, webhook secrets, conversations
+ * - operations/: operations and their items, their actions, events and reads
+ * - leases/: leases and records of items, the step functions, worker demand
+ * - scratchpads/: the structured pad, notes, traces, context renders
+ * - retention/: pruning what is past keeping (run by the reconciler)
+ */
+export * from './db/index.ts';
+export * from './leases/index.ts';
+export * from './operations/index.ts';
+export * from './retention/index.ts';
+export * from './scratchpads/index.ts';
+export * from './tenants/index.ts';

@@ -92,7 +92,7 @@ export async function buildContextFragment(
   budgets: ContextBudgets,
   options: { otherConversations?: boolean } = {},
 ): Promise<ContextFragment> {
-  // The conversation's own inputs are one statement (store/context-reads.ts). Every read is
+  // The conversation's own inputs are one statement (store/operations/context-reads.ts). Every read is
   // scoped by (organization, conversation): an id only another organization uses is, for this
   // one, an id not used yet, and answers exactly as one.
   const [inputs, others, count] = await Promise.all([

@@ -10,7 +10,7 @@
  * {@link uncoveredTables} lists the tables the digest does not read, so a test can fail when a
  * migration adds one.
  */
-import type { Queryable } from '../../src/store/db.ts';
+import type { Queryable } from '../../src/store/db/db.ts';
 
 /** Each table, and how its rows map to an organization id (`t` is the table's alias). */
 const TABLES: Record<string, { owner: string; join?: string }> = {

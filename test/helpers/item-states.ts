@@ -4,7 +4,7 @@
  * remaining is leased, to that row's owner, until its expiry. Use as a subquery:
  * `SELECT … FROM (${ITEM_STATES}) i WHERE i.operation_id = $1`.
  */
-import type { Queryable } from '../../src/store/db.ts';
+import type { Queryable } from '../../src/store/db/db.ts';
 
 export const ITEM_STATES = `SELECT i.operation_id, i.ordinal, i.item_id,
        CASE WHEN l.owner IS NULL THEN i.status ELSE 'leased' END AS status, i.attempts,

@@ -4,7 +4,7 @@
  */
 
 import type { QueueBackend } from '../../src/queue/backend.ts';
-import type { Queryable } from '../../src/store/db.ts';
+import type { Queryable } from '../../src/store/db/db.ts';
 import { deleteQueueKeys } from './redis.ts';
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The context reads in flight share one statement (src/store/context-reads.ts, batched.ts), and
+ * The context reads in flight share one statement (src/store/operations/context-reads.ts, batched.ts), and
  * each gets exactly what it would get alone: its own conversation's operations and nothing of
  * another's, in another organization or the same one.
  */

@@ -1,6 +1,6 @@
 /**
  * A large create refreshes the planner's statistics of the item table from a sample sized to it
- * (store/operation-create.ts analyzeAfterLargeCreate), so that the first leases of the new
+ * (store/operations/operation-create.ts analyzeAfterLargeCreate), so that the first leases of the new
  * operation are planned for its size.
  *
  * The database is this file's own and its item table holds only what these tests put there.
@@ -12,8 +12,8 @@
 
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresDatabase } from '../../src/store/db.ts';
-import { analyzeAfterLargeCreate } from '../../src/store/operation-create.ts';
+import { createPostgresDatabase } from '../../src/store/db/db.ts';
+import { analyzeAfterLargeCreate } from '../../src/store/operations/operation-create.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
 

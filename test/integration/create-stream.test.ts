@@ -1,6 +1,6 @@
 /**
  * Large creates stream: the ids of a create go into the database while its body is still
- * arriving (api/operation-body.ts, tools/streamed-create.ts, store/item-copy.ts), the server
+ * arriving (api/operation-body.ts, tools/streamed-create.ts, store/operations/item-copy.ts), the server
  * keeps answering everyone else meanwhile, and a bad body anywhere — start, middle or end of a
  * huge stream — gets the answer a whole body gets, with nothing stored.
  *
@@ -13,7 +13,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationToolInput } from '../../src/domain/operation-input.ts';
 import { findDuplicates, findUnstorableValue, validationError } from '../../src/domain/validation.ts';
-import { createOperationFromStream } from '../../src/store/item-copy.ts';
+import { createOperationFromStream } from '../../src/store/operations/item-copy.ts';
 import { normalizeFlatInput } from '../../src/tools/flat-input.ts';
 import { counting, type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';

@@ -8,8 +8,8 @@
 import { randomUUID } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { failuresPage } from '../../src/store/failure-sql.ts';
 import { type OpspadDatabase, runMigrations } from '../../src/store/index.ts';
+import { failuresPage } from '../../src/store/operations/failure-sql.ts';
 import { ENGINES } from '../helpers/harness.ts';
 import { migrationsBefore, openEmptyDatabase } from '../helpers/upgrade.ts';
 

@@ -9,7 +9,7 @@ import {
   recordResults,
   releaseLeasedItems,
 } from '../../src/store/index.ts';
-import { LEASE_NEXT_SQL } from '../../src/store/item-sql.ts';
+import { LEASE_NEXT_SQL } from '../../src/store/leases/item-sql.ts';
 import { ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
 import { expireLeases, ITEM_STATES } from '../helpers/item-states.ts';
 import { eventually } from '../helpers/wait.ts';

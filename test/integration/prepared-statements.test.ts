@@ -1,5 +1,5 @@
 /**
- * Statements planned once per connection (src/store/prepared.ts): on a direct connection the
+ * Statements planned once per connection (src/store/db/prepared.ts): on a direct connection the
  * marked statements of an assistant's turn run by name and settle on a generic plan; statements
  * over an operation's items stay unnamed; through a pooler (DATABASE_DIRECT_URL set) nothing is
  * named.

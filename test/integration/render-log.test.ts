@@ -1,5 +1,5 @@
 /**
- * Context-render records written together (src/store/render-log.ts): the reads in flight share
+ * Context-render records written together (src/store/scratchpads/render-log.ts): the reads in flight share
  * one INSERT, each answers only once its row is committed, and a row that cannot be written fails
  * only its own read.
  */

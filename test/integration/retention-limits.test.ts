@@ -13,7 +13,7 @@ import { loadConfig } from '../../src/config/env.ts';
 import { retentionPolicy } from '../../src/config/retention.ts';
 import { TracesPage } from '../../src/domain/conversation-output.ts';
 import type { ReconcileReport } from '../../src/queue/reconciler.ts';
-import { runRetention } from '../../src/store/retention.ts';
+import { runRetention } from '../../src/store/retention/retention.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
 

@@ -11,8 +11,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BULK_EVENT_KINDS } from '../../src/domain/retention.ts';
-import type { Queryable } from '../../src/store/db.ts';
-import { failuresPage } from '../../src/store/failure-sql.ts';
+import type { Queryable } from '../../src/store/db/db.ts';
+import { failuresPage } from '../../src/store/operations/failure-sql.ts';
 import {
   AGED_TABLES,
   deleteEventRange,
@@ -22,7 +22,7 @@ import {
   firstPrunedFailure,
   padsOverVersionLimit,
   scanAfter,
-} from '../../src/store/retention-sql.ts';
+} from '../../src/store/retention/retention-sql.ts';
 import { type Harness, ids, startHarness } from '../helpers/harness.ts';
 import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
 

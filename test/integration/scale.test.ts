@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LEASE_NEXT_SQL, RECORD_COMPLETED_SQL, RECORD_FAILED_SQL } from '../../src/store/item-sql.ts';
+import { LEASE_NEXT_SQL, RECORD_COMPLETED_SQL, RECORD_FAILED_SQL } from '../../src/store/leases/item-sql.ts';
 import { type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
 import { ITEM_STATES } from '../helpers/item-states.ts';
 

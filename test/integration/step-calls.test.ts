@@ -1,5 +1,5 @@
 /**
- * The one-round-trip lease and record (src/store/step-calls.ts, drizzle/0008_step_functions.sql):
+ * The one-round-trip lease and record (src/store/leases/step-calls.ts, drizzle/0008_step_functions.sql):
  * the usual case is one statement and answers what the general transaction answers; every other
  * case is left to the general transaction with nothing changed first, and the calls agree with
  * the lifecycle table on which statuses they serve. A worker's record that leases its lane's next
@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_STATUS } from '../../src/domain/operation.ts';
 import { LIFECYCLE } from '../../src/domain/operation-lifecycle.ts';
 import { completeOperation, leaseBatch, type OpspadDatabase, recordResults } from '../../src/store/index.ts';
-import { leaseStep, recordLeaseStep, recordStep } from '../../src/store/step-calls.ts';
+import { leaseStep, recordLeaseStep, recordStep } from '../../src/store/leases/step-calls.ts';
 import { counting, ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
 import { ITEM_STATES } from '../helpers/item-states.ts';
 

@@ -1,0 +1,162 @@
+/**
+ * A lease and a record in one round trip: the usual case of each, run as a server-side call
+ * (`opspad_lease_step`, `opspad_record_step`, drizzle/0008_step_functions.sql) that commits
+ * where it runs. The general transactions (operation-lease.ts, operation-record.ts) take five
+ * round trips each (begin, lock, statement, tail, commit) and hold the operation row's lock
+ * across them; a call holds it only while the server runs it.
+ *
+ * Lock order: the same as the general path's — the operation row (FOR KEY SHARE) → the batch's
+ * item rows (SKIP LOCKED for a lease) and the lease rows → the event, the spent lease rows and
+ * the operation row's update, last.
+ * Cost: O(batch), one round trip; the lease is the general path's statement (opspad_lease_items)
+ * and the record writes each item once (opspad_record_owned, both in
+ * drizzle/0013_item_written_once.sql), each planned once per connection
+ * (drizzle/0012_step_generic_plans.sql; re-planned on every call, those taking the report's
+ * arrays had cost a seventh of the call at batch 100).
+ *
+ * Each returns null, having changed nothing, when the case is not the usual one (not active, an
+ * expired lease to reclaim, a lease to renew, pending items not found from the cursor, a circuit
+ * breaker, an id that was not a pending item of the caller's own lease, a deadlock): the caller
+ * then runs the general
+ * transaction, which decides it exactly as before. A lease that finds nothing because no item is
+ * pending at all answers "no batch" itself (drizzle/0010_empty_lease_step.sql). A worker going on
+ * with its lane records and leases its next batch in one call (recordLeaseStep,
+ * drizzle/0011_record_lease_step.sql).
+ */
+import type { OperationCounts, OperationRecord } from '../../domain/operation.ts';
+import { countsOf } from '../../domain/operation.ts';
+import type { Queryable } from '../db/db.ts';
+import { prepared } from '../db/prepared.ts';
+import type { ConversationScope } from '../tenants/conversation-repo.ts';
+
+/** The SQLSTATE opspad_record_step raises when an id of the report was not recordable. */
+const NOT_ALL_RECORDABLE = 'OPS01';
+/** Deadlock and serialization failures: the general path retries them. */
+const TRY_THE_GENERAL_PATH = new Set([NOT_ALL_RECORDABLE, '40P01', '40001']);
+
+type StepRow = OperationRecord & { in_flight: number };
+
+const LEASE_STEP_SQL = prepared('SELECT * FROM opspad_lease_step($1, $2, $3, $4, $5, $6, $7)');
+const RECORD_STEP_SQL = prepared('SELECT * FROM opspad_record_step($1, $2, $3, $4, $5, $6)');
+const RECORD_LEASE_STEP_SQL = prepared('SELECT * FROM opspad_record_lease_step($1, $2, $3, $4, $5, $6, $7, $8, $9)');
+
+export interface RecordReportParams {
+  operationId: string;
+  owner: string;
+  ids: readonly string[];
+  /** In `ids`' order, null for a completion; the whole list null when all completed. */
+  reasons: readonly (string | null)[] | null;
+}
+
+export interface NextLeaseParams {
+  leaseSeconds: number;
+  batchSize?: number;
+  epoch?: number;
+}
+
+export interface LeasedStep {
+  operation: OperationRecord;
+  counts: OperationCounts;
+  batch: string[];
+}
+
+/** One call: the operation's next batch from its cursor, leased to `owner`; null: see above. */
+export async function leaseStep(
+  db: Queryable,
+  scope: ConversationScope,
+  params: { operationId: string; owner: string } & NextLeaseParams,
+): Promise<LeasedStep | null> {
+  const rows = await callStep<StepRow & { item_ids: string[] }>(db, LEASE_STEP_SQL, [
+    params.operationId,
+    scope.organizationId,
+    scope.conversationId,
+    params.owner,
+    params.leaseSeconds,
+    params.batchSize ?? null,
+    params.epoch ?? null,
+  ]);
+  const row = rows?.[0];
+  if (!row) {
+    return null;
+  }
+  const { in_flight, item_ids, ...operation } = row;
+  return { operation, counts: countsOf(operation, in_flight), batch: item_ids };
+}
+
+/**
+ * One call: records every id of the report (`reasons` in `ids`' order, null for a completion;
+ * the whole list null when all completed); null: see above.
+ */
+export async function recordStep(
+  db: Queryable,
+  scope: ConversationScope,
+  params: RecordReportParams,
+): Promise<{ operation: OperationRecord; counts: OperationCounts } | null> {
+  const rows = await callStep<StepRow>(db, RECORD_STEP_SQL, [
+    params.operationId,
+    scope.organizationId,
+    scope.conversationId,
+    params.owner,
+    params.ids,
+    params.reasons,
+  ]);
+  const row = rows?.[0];
+  if (!row) {
+    return null;
+  }
+  const { in_flight, ...operation } = row;
+  return { operation, counts: countsOf(operation, in_flight) };
+}
+
+/**
+ * What the lease half of {@link recordLeaseStep} did: `leased` (the batch in `batch`), `none`
+ * (no item is pending at all), or `declined` (not the usual case: the caller leases on its own).
+ */
+export type NextLease = { kind: 'leased'; batch: string[] } | { kind: 'none' } | { kind: 'declined' };
+
+/**
+ * One call, one commit (drizzle/0011_record_lease_step.sql): records the report as
+ * {@link recordStep} does, then leases `owner`'s next batch as {@link leaseStep} does, and updates
+ * the operation row once. Null, having changed nothing, when the record is not the usual case.
+ */
+export async function recordLeaseStep(
+  db: Queryable,
+  scope: ConversationScope,
+  params: RecordReportParams & NextLeaseParams,
+): Promise<{ operation: OperationRecord; counts: OperationCounts; next: NextLease } | null> {
+  const rows = await callStep<StepRow & { item_ids: string[]; lease: 'leased' | 'none' | 'declined' }>(
+    db,
+    RECORD_LEASE_STEP_SQL,
+    [
+      params.operationId,
+      scope.organizationId,
+      scope.conversationId,
+      params.owner,
+      params.ids,
+      params.reasons,
+      params.leaseSeconds,
+      params.batchSize ?? null,
+      params.epoch ?? null,
+    ],
+  );
+  const row = rows?.[0];
+  if (!row) {
+    return null;
+  }
+  const { in_flight, item_ids, lease, ...operation } = row;
+  const next: NextLease = lease === 'leased' ? { kind: 'leased', batch: item_ids } : { kind: lease };
+  return { operation, counts: countsOf(operation, in_flight), next };
+}
+
+/** Runs the call; null when it refused the case (see TRY_THE_GENERAL_PATH). */
+async function callStep<R extends object>(db: Queryable, sql: string, params: unknown[]): Promise<R[] | null> {
+  try {
+    return await db.query<R>(sql, params);
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (typeof code === 'string' && TRY_THE_GENERAL_PATH.has(code)) {
+      return null;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,322 @@
+/**
+ * The `create` action: a new operation row, its items and its `created` event, written together
+ * with the pause of the conversation's active operation (one statement, or one transaction).
+ *
+ * Lock order: the conversation (so two creates in one conversation take turns) → the active
+ * operation's row (pauseActive) → the organization's capacity lock (background only) → the new
+ * rows, which nobody else can see before commit.
+ * Cost: O(items). An assistant's create of up to INLINE_ITEMS ids is one round trip (CREATE_SQL,
+ * committed where it runs); any other is a transaction (begin, the conversation's lock, the
+ * background limit, CREATE_SQL, the COPY of the ids, commit), and a create of many ids refreshes
+ * the item table's statistics before it answers.
+ */
+import type { ExecutionMode, OperationRecord, OperationState } from '../../domain/operation.ts';
+import { OPERATION_DEFAULTS } from '../../domain/operation-input.ts';
+import type { Database, Queryable } from '../db/db.ts';
+import { prepared } from '../db/prepared.ts';
+import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
+import { insertItems } from './item-insert.ts';
+import { assertBackgroundCapacity, pauseActive, pausedByNewerSet } from './operation-admission.ts';
+import { timeOrderedUuid } from './operation-id.ts';
+import { OPERATION_COLUMNS } from './operation-row.ts';
+
+/** A create of at least this many items refreshes the item table's statistics (see createOperation). */
+const ANALYZE_AFTER_ITEMS = 10_000;
+
+/**
+ * A create of at most this many ids inserts them in its own statement (CREATE_SQL); more go in
+ * by COPY (item-insert.ts insertItems), which costs two round trips of its own but streams.
+ */
+const INLINE_ITEMS = 1_000;
+
+const CREATE_PAUSE_REASON = 'a new operation was created';
+
+/**
+ * A create in one statement: the conversation's lock (ensureConversation's, taken first: the
+ * pause reads its count), the pause of the conversation's active operation ($8: unless the
+ * caller paused it already) and its `paused` event, the new operation's row, its `created` event
+ * and its items ($7, may be null). The pause cannot see the new row (one snapshot); the insert
+ * reads the pause's rows so that it runs after it (the index of one active operation per
+ * conversation must find the old row paused). An assistant's create runs it alone (see
+ * createInOneStatement); in a transaction that took the lock already, taking it again costs
+ * nothing. It was five statements in a transaction, seven round trips with the COPY of a few
+ * ids; each round trip costs both processes a socket write, about 0.1-0.15 ms of this machine's
+ * CPU, more than the rows.
+ */
+const CREATE_SQL = prepared(`WITH conversation AS (
+    INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
+    ON CONFLICT (organization_id, id) DO UPDATE SET id = excluded.id WHERE false
+    RETURNING id),
+  paused AS (
+    UPDATE assistant_operation SET ${pausedByNewerSet('$9')}
+    WHERE $8::boolean AND organization_id = $2 AND conversation_id = $1 AND status = 'active'
+      AND (SELECT count(*) FROM conversation) >= 0
+    RETURNING id),
+  paused_event AS (
+    INSERT INTO operation_event (operation_id, organization_id, kind, actor, data)
+    SELECT id, $2, 'paused', $10, jsonb_build_object('reason', $9::text) FROM paused),
+  created AS (
+    INSERT INTO assistant_operation
+      (id, conversation_id, organization_id, operation_type, status, total_items, state_json)
+    SELECT $6::uuid, $1, $2, $3, 'active', $4, $5::jsonb
+    FROM (SELECT count(*) FROM paused) AS after_pause
+    RETURNING ${OPERATION_COLUMNS}),
+  created_event AS (
+    INSERT INTO operation_event (operation_id, organization_id, kind, actor, data)
+    SELECT id, $2, 'created', $10, $11::jsonb FROM created),
+  items AS (
+    INSERT INTO assistant_operation_item (operation_id, ordinal, item_id)
+    SELECT c.id, (u.o - 1)::int, u.v FROM created c, unnest($7::text[]) WITH ORDINALITY AS u(v, o))
+  SELECT created.*, (SELECT id FROM paused LIMIT 1) AS paused_operation_id FROM created`);
+
+export interface CreateOperationParams {
+  operationType: string;
+  itemIds: readonly string[];
+  batchSize: number;
+  queryParams: Record<string, unknown> | null;
+  notes: string | null;
+  execution: ExecutionMode;
+  /** Background: batches run at once (default 4). */
+  maxParallelBatches?: number;
+  /** Circuit breaker threshold; absent: never pause for failures. */
+  maxFailureRate?: number | null;
+  /** OPSPAD_MAX_ACTIVE_BACKGROUND: checked when the new operation runs in the background. */
+  maxActiveBackground?: number;
+  /** Background: the queue prefix of the deployment that dispatches it. */
+  queuePrefix?: string;
+  actor: string;
+}
+
+export interface CreatedOperation {
+  operation: OperationRecord;
+  pausedOperationId: string | null;
+}
+
+/** What a new operation's state is built from: a create's parameters or a retried operation's state. */
+export interface InitialStateInput {
+  batchSize: number;
+  execution: ExecutionMode;
+  queryParams: Record<string, unknown> | null;
+  notes: string | null;
+  maxParallelBatches?: number;
+  maxFailureRate?: number | null;
+  queuePrefix?: string;
+  retryOf?: string;
+}
+
+/**
+ * The state of a new operation, from a create or a retry: the cursor at the start, nothing
+ * abandoned, and for background work the first lane generation of the deployment dispatching it.
+ */
+export function initialState(input: InitialStateInput): OperationState {
+  return {
+    cursor: 0,
+    batch_size: input.batchSize,
+    execution: input.execution,
+    query_params: input.queryParams,
+    notes: input.notes,
+    abandoned_count: 0,
+    ...(input.retryOf === undefined ? {} : { retry_of: input.retryOf }),
+    max_parallel_batches: input.maxParallelBatches ?? OPERATION_DEFAULTS.maxParallelBatches,
+    max_failure_rate: input.maxFailureRate ?? null,
+    ...(input.execution === 'background' ? { dispatch_epoch: 1, queue_prefix: input.queuePrefix } : {}),
+  };
+}
+
+/**
+ * Creates an operation with its items, pausing the conversation's active operation in the same
+ * transaction. The caller has validated the ids (non-empty, unique, within limits).
+ */
+export async function createOperation(
+  db: Database,
+  scope: ConversationScope,
+  params: CreateOperationParams,
+  extraState: Partial<OperationState> = {},
+): Promise<CreatedOperation> {
+  const inline = params.itemIds.length <= INLINE_ITEMS;
+  if (inline && params.execution !== 'background') {
+    const created = await createInOneStatement(db, scope, params, extraState);
+    if (created) {
+      return created;
+    }
+  }
+  const created = await db.transaction(async (tx) => {
+    const result = await insertCreatedOperation(
+      tx,
+      scope,
+      params,
+      { count: params.itemIds.length, ...(inline ? { ids: params.itemIds } : {}) },
+      extraState,
+    );
+    if (!inline) {
+      await insertItems(tx, result.operation.id, params.itemIds);
+    }
+    return result;
+  });
+  await analyzeAfterLargeCreate(db, params.itemIds.length);
+  return created;
+}
+
+/**
+ * An assistant's create of up to INLINE_ITEMS ids: CREATE_SQL alone, committed where it runs.
+ * Its snapshot is taken before it has the conversation's lock, so a create of the same
+ * conversation committed meanwhile is not among the operations it pauses: the index of one
+ * active operation per conversation then refuses the new row, nothing is written, and this
+ * returns null — the transaction, which takes the lock before it looks, does the create.
+ */
+async function createInOneStatement(
+  db: Database,
+  scope: ConversationScope,
+  params: CreateOperationParams,
+  extraState: Partial<OperationState>,
+): Promise<CreatedOperation | null> {
+  const values = createValues(scope, params, { count: params.itemIds.length, ids: params.itemIds }, extraState, true);
+  try {
+    return createdFrom(await db.query<CreatedRow>(CREATE_SQL, values));
+  } catch (error) {
+    if (lostTheRace(error)) {
+      return null;
+    }
+    throw error;
+  }
+}
+
+/** Another create of the conversation committed first, or a deadlock. */
+function lostTheRace(error: unknown): boolean {
+  const { code, constraint, message } = (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
+  const index = 'uq_assistant_operation_one_active';
+  return code === '40P01' || (code === '23505' && (constraint === index || String(message).includes(index)));
+}
+
+type CreatedRow = OperationRecord & { paused_operation_id: string | null };
+
+function createdFrom(rows: CreatedRow[]): CreatedOperation {
+  const { paused_operation_id, ...operation } = rows[0] as CreatedRow;
+  return { operation, pausedOperationId: paused_operation_id };
+}
+
+/** CREATE_SQL's parameters. */
+function createValues(
+  scope: ConversationScope,
+  params: Omit<CreateOperationParams, 'itemIds'>,
+  items: { count: number; operationId?: string; ids?: readonly string[] },
+  extraState: Partial<OperationState>,
+  pause: boolean,
+): unknown[] {
+  const state: OperationState = { ...initialState(params), ...extraState };
+  return [
+    scope.conversationId,
+    scope.organizationId,
+    params.operationType,
+    items.count,
+    JSON.stringify(state),
+    items.operationId ?? timeOrderedUuid(),
+    items.ids ?? null,
+    pause,
+    CREATE_PAUSE_REASON,
+    params.actor,
+    JSON.stringify({ total_items: items.count, batch_size: params.batchSize, execution: params.execution }),
+  ];
+}
+
+/**
+ * The statements of a create but the items': the conversation's lock, the pause of its active
+ * operation, the background limit, the operation row (with `items.operationId` when the caller
+ * wrote the items first, see item-copy.ts), its `created` event and, given `items.ids`, its
+ * items. In the caller's transaction, which it first makes hold the conversation's lock, so the
+ * statements after it see every create of the conversation committed before: two statements for
+ * an assistant's operation, four for a background one (the limit is counted between the pause
+ * and the insert, and takes a lock of its own).
+ */
+export async function insertCreatedOperation(
+  tx: Queryable,
+  scope: ConversationScope,
+  params: Omit<CreateOperationParams, 'itemIds'>,
+  items: { count: number; operationId?: string; ids?: readonly string[] },
+  extraState: Partial<OperationState> = {},
+): Promise<CreatedOperation> {
+  await ensureConversation(tx, scope, { lock: true });
+  const background = params.execution === 'background';
+  let pausedOperationId: string | null = null;
+  if (background) {
+    pausedOperationId = await pauseActive(tx, scope, params.actor, CREATE_PAUSE_REASON);
+    await assertBackgroundCapacity(tx, scope.organizationId, params.maxActiveBackground);
+  }
+  const created = createdFrom(
+    await tx.query<CreatedRow>(CREATE_SQL, createValues(scope, params, items, extraState, !background)),
+  );
+  return { ...created, pausedOperationId: pausedOperationId ?? created.pausedOperationId };
+}
+
+/**
+ * The sample of the refresh below (analyzeAfterLargeCreate), for its transaction. ANALYZE reads
+ * 300 rows per unit of `default_statistics_target`, and keeps as many of a column's most common
+ * values as that target. The target is the largest of: rows / (10 × items), so that about 30 of
+ * the sample's rows are the new operation's; one more than the active operations of at least
+ * ANALYZE_AFTER_ITEMS items, so that each of them can stay among `operation_id`'s most common
+ * values (one left out would be planned as a small operation again); and 10. It is never above
+ * the server's own setting. `reltuples` is the count of the last refresh (-1 when there was
+ * none); the new rows are added to it.
+ */
+const ANALYZE_SAMPLE_SQL = `SELECT set_config('default_statistics_target', least(
+    current_setting('default_statistics_target')::int,
+    greatest(10,
+      ceil((greatest(c.reltuples, 0) + $1::bigint) / ($1::bigint * 10.0))::int,
+      (SELECT count(*) + 1 FROM assistant_operation
+       WHERE status = 'active' AND total_items >= $2::int)::int))::text, true)
+  FROM pg_class c WHERE c.oid = 'assistant_operation_item'::regclass`;
+
+/**
+ * After a create of many items: until the table's statistics count the new operation's rows, the
+ * planner takes it for a small one and reads all of its rows for every lease, renewal and record
+ * (it walks the `(operation, item)` index for the operation and filters): O(N) per batch, 3.5 s
+ * for one lease of a 1,000,000-item operation. The create waits for the refresh, so no worker or
+ * assistant gets the operation before the planner knows its size: run in the background, the
+ * pass lost the race to the first leases, and a worker went through 1,000,000 items in 20.3 s
+ * instead of 13.4 s. A failed pass is not the create's failure (autovacuum's analyze comes round
+ * later).
+ *
+ * The pass reads a sample sized to the create (ANALYZE_SAMPLE_SQL: 3,000 rows for a million ids
+ * in a table of millions, at most the server's default, 30,000). Its cost is the sample's pages,
+ * read at random from a table that grows with every operation kept: 30,000 rows took 0.17 s at
+ * 18,000,000 rows and 1.1–1.2 s at 40,000,000, 3,000 rows 0.10 s there. Every column is
+ * refreshed: with `operation_id` alone, a lease right after a create of 1,000,000 read 234 pages
+ * per item (test/integration/scale.test.ts).
+ */
+export async function analyzeAfterLargeCreate(db: Database, items: number): Promise<void> {
+  if (items < ANALYZE_AFTER_ITEMS || db.engine !== 'postgres') {
+    return;
+  }
+  await db
+    .transaction(async (tx) => {
+      await tx.query(ANALYZE_SAMPLE_SQL, [items, ANALYZE_AFTER_ITEMS]);
+      await tx.query('ANALYZE assistant_operation_item');
+    })
+    .catch(() => undefined);
+}
+
+/** Inserts the operation's row, active; `operationId` when the caller chose it (a streamed create). */
+export async function insertOperation(
+  tx: Queryable,
+  scope: ConversationScope,
+  operationType: string,
+  totalItems: number,
+  state: OperationState,
+  operationId?: string,
+): Promise<OperationRecord> {
+  const rows = await tx.query<OperationRecord>(
+    `INSERT INTO assistant_operation
+       (id, conversation_id, organization_id, operation_type, status, total_items, state_json)
+     VALUES ($6::uuid, $1, $2, $3, 'active', $4, $5::jsonb)
+     RETURNING ${OPERATION_COLUMNS}`,
+    [
+      scope.conversationId,
+      scope.organizationId,
+      operationType,
+      totalItems,
+      JSON.stringify(state),
+      operationId ?? timeOrderedUuid(),
+    ],
+  );
+  return rows[0] as OperationRecord;
+}

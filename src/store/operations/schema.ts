@@ -1,0 +1,150 @@
+/**
+ * Operations, their items, the failures retention kept and the audit trail (src/store/schema.ts).
+ *
+ * assistant_operation keeps the reference design's columns, types and indexes exactly. Items do
+ * not live in its state_json: they have their own rows in assistant_operation_item, so recording
+ * a batch touches O(batch) rows whatever the operation's size.
+ */
+import { sql } from 'drizzle-orm';
+import {
+  bigserial,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+  varchar,
+} from 'drizzle-orm/pg-core';
+import { belongsToConversation, conversationColumns, organization } from '../tenants/schema.ts';
+
+export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled'] as const;
+
+export const assistantOperation = pgTable(
+  'assistant_operation',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    ...conversationColumns(),
+    operationType: varchar('operation_type', { length: 64 }).notNull(),
+    status: varchar('status', { length: 32 }).notNull(),
+    totalItems: integer('total_items').notNull(),
+    completedCount: integer('completed_count').notNull().default(0),
+    failedCount: integer('failed_count').notNull().default(0),
+    stateJson: jsonb('state_json').notNull().default({}),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    belongsToConversation('assistant_operation', t),
+    index('idx_assistant_operation_conversation').on(t.conversationId),
+    index('idx_assistant_operation_org_active').on(t.organizationId, t.status).where(sql`status = 'active'`),
+    // "One active operation per conversation" is a database fact, not only an application rule.
+    uniqueIndex('uq_assistant_operation_one_active')
+      .on(t.conversationId, t.organizationId)
+      .where(sql`status = 'active'`),
+    check('ck_assistant_operation_status', sql`status IN ('active', 'paused', 'completed', 'cancelled')`),
+    // Retention (src/store/retention/retention-sql.ts): finished operations whose item rows, or whose batch
+    // events, are still there, by finish time. Each holds only the operations retention has yet
+    // to visit, so finding the next ones costs O(found), however many operations are kept.
+    index('idx_assistant_operation_items_unpruned')
+      .on(t.updatedAt)
+      .where(sql`status IN ('completed', 'cancelled') AND NOT (state_json ? 'items_pruned_at')`),
+    index('idx_assistant_operation_events_unpruned')
+      .on(t.updatedAt)
+      .where(sql`status IN ('completed', 'cancelled') AND NOT (state_json ? 'events_pruned_at')`),
+  ],
+);
+
+export const ITEM_STATUSES = ['pending', 'leased', 'completed', 'failed', 'abandoned'] as const;
+
+/**
+ * No foreign key to assistant_operation on purpose: Postgres checks a foreign key row by row, and
+ * that check tripled the cost of inserting a million items (8 s instead of 2.3 s). Rows are only
+ * ever inserted with the id of the operation created in the same transaction, and the cascade on
+ * delete is a statement-level trigger (drizzle/0001_item_cascade.sql).
+ */
+export const assistantOperationItem = pgTable(
+  'assistant_operation_item',
+  {
+    operationId: uuid('operation_id').notNull(),
+    /** Position in the operation's item list, from 0: the cursor and batches follow it. */
+    ordinal: integer('ordinal').notNull(),
+    /** COLLATE "C" (drizzle/0014_item_id_bytewise.sql): ids are only ever compared for equality. */
+    itemId: varchar('item_id', { length: 512 }).notNull(),
+    status: varchar('status', { length: 16 }).notNull().default('pending'),
+    /** Leases of this item that have ended (recorded, released or expired): a live lease is not counted yet. */
+    attempts: integer('attempts').notNull().default(0),
+    reason: text('reason'),
+    result: jsonb('result'),
+    updatedAt: timestamp('updated_at', { withTimezone: true }),
+  },
+  (t) => [
+    primaryKey({ columns: [t.operationId, t.ordinal], name: 'pk_assistant_operation_item' }),
+    // `update` names items by id; the index also makes ids unique within an operation.
+    uniqueIndex('uq_assistant_operation_item_id').on(t.operationId, t.itemId),
+    // A lease lives only in assistant_operation_lease: a leased item stays 'pending' (its status
+    // reads 'leased' where it is shown) and its row is written once per lease cycle, when it is
+    // recorded (drizzle/0013_item_written_once.sql). No index names status, not even in a
+    // predicate: then that write is a HOT update (no new index entries, the dead version pruned
+    // in the page without vacuum), for which the table's fillfactor (45) keeps room in each page.
+    // The failure page of `get` and `retry_failed` read only failed rows; only a failure sets
+    // reason, so this index leaves the other changes HOT.
+    index('idx_assistant_operation_item_failure').on(t.operationId, t.ordinal).where(sql`reason IS NOT NULL`),
+    check(
+      'ck_assistant_operation_item_status',
+      sql`status IN ('pending', 'leased', 'completed', 'failed', 'abandoned')`,
+    ),
+  ],
+);
+
+/**
+ * The failures retention keeps of a finished operation (the first OPSPAD_RETENTION_FAILURES, by
+ * item order), moved out of assistant_operation_item when its rows are pruned: left there, a few
+ * kept rows spread over the operation's ordinals would hold every page of its range of the item
+ * indexes, and those pages could not be freed for other operations. Reads merge the item
+ * table's failed rows and these in one ordinal order (src/store/operations/failure-sql.ts).
+ */
+export const assistantOperationKeptFailure = pgTable(
+  'assistant_operation_kept_failure',
+  {
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+    ordinal: integer('ordinal').notNull(),
+    /** COLLATE "C", as the item table's. */
+    itemId: varchar('item_id', { length: 512 }).notNull(),
+    attempts: integer('attempts').notNull(),
+    reason: text('reason').notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }),
+  },
+  (t) => [
+    primaryKey({ columns: [t.operationId, t.ordinal], name: 'pk_assistant_operation_kept_failure' }),
+    // The operator view finds an item by its id.
+    index('idx_assistant_operation_kept_failure_item').on(t.operationId, t.itemId),
+  ],
+);
+
+/** Append-only audit trail of what happened to each operation, and who did it. */
+export const operationEvent = pgTable(
+  'operation_event',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    kind: varchar('kind', { length: 32 }).notNull(),
+    actor: text('actor').notNull(),
+    data: jsonb('data').notNull().default({}),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('idx_operation_event_operation').on(t.operationId, t.id)],
+);
+
+// ─── Scratchpads ─────────────────────────────────────────────────────────────────────────────

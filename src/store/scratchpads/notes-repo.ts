@@ -1,0 +1,257 @@
+/**
+ * The notes scratchpad: executions, their notes and the trace of every read and write.
+ *
+ * A note belongs to one scope: an execution (`execution_id` set; deleted when the execution
+ * ends) or the conversation itself (`execution_id` null). Persistent notes belong to the
+ * conversation (`execution_id` null, `persistent`) and are shown first in every scope.
+ *
+ * Locking: a tool call in an execution locks the execution row (`FOR UPDATE`) for its whole
+ * transaction, and ending an execution locks it too, so a write can never land after the end
+ * cleared the notes, and the notes and traces of one execution get ids in the order they
+ * happened (which makes trace `seq` stable). Adding a persistent note first takes a
+ * transaction advisory lock on the conversation's persistent notes (before the execution row),
+ * so two identical notes sent at once are stored once. It is not the conversation row's
+ * `FOR UPDATE`: a write holding the execution row takes a key-share lock on the conversation
+ * row for its foreign key, and would deadlock with a read holding that row and waiting for the
+ * execution.
+ */
+import { AppError } from '../../domain/errors.ts';
+import type { Database, Queryable } from '../db/db.ts';
+import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
+
+export type ExecutionStatus = 'running' | 'ended';
+
+export interface ExecutionRecord {
+  id: string;
+  conversation_id: string;
+  organization_id: string;
+  status: ExecutionStatus;
+  created_at: Date;
+  ended_at: Date | null;
+}
+
+export type TraceKind = 'read' | 'write';
+
+export interface TraceRecord {
+  seq: number;
+  kind: TraceKind;
+  notes: string | null;
+  at: Date;
+}
+
+/** Where a tool call reads and writes: an execution of the conversation, or the conversation. */
+export interface NotesScope extends ConversationScope {
+  executionId?: string | undefined;
+}
+
+export interface NotesView {
+  /** Every note visible in the scope: persistent ones first, then the scope's, in write order. */
+  notes: string[];
+}
+
+/** Advisory-lock namespace of "the persistent notes of conversation <hashtext(organization:id)>". */
+const PERSISTENT_NOTES_LOCK = 0x6e6f7465;
+
+const EXECUTION_COLUMNS = 'id, conversation_id, organization_id, status, created_at, ended_at';
+
+export function executionNotFound(executionId: string, where = ''): AppError {
+  return new AppError('not_found', `Execution ${executionId} was not found${where}.`, { execution_id: executionId });
+}
+
+function executionEnded(execution: ExecutionRecord): AppError {
+  return new AppError(
+    'execution_ended',
+    `Execution ${execution.id} has ended and its notes were cleared. Start a new execution with POST /v1/conversations/${execution.conversation_id}/executions, or call without the X-Opspad-Execution header to use the conversation's own notes.`,
+    { execution_id: execution.id, status: execution.status },
+  );
+}
+
+/** Starts an execution in the conversation (created on first use). */
+export async function createExecution(db: Database, scope: ConversationScope): Promise<ExecutionRecord> {
+  return db.transaction(async (tx) => {
+    await ensureConversation(tx, scope, { lock: false });
+    const rows = await tx.query<ExecutionRecord>(
+      `INSERT INTO assistant_execution (conversation_id, organization_id) VALUES ($1, $2)
+       RETURNING ${EXECUTION_COLUMNS}`,
+      [scope.conversationId, scope.organizationId],
+    );
+    return rows[0] as ExecutionRecord;
+  });
+}
+
+/**
+ * Ends the execution and deletes its notes (persistent notes, which belong to the
+ * conversation, stay). Ending an ended execution changes nothing and clears 0 notes.
+ */
+export async function endExecution(
+  db: Database,
+  organizationId: string,
+  executionId: string,
+): Promise<{ execution: ExecutionRecord; clearedNotes: number }> {
+  return db.transaction(async (tx) => {
+    const rows = await tx.query<ExecutionRecord>(
+      `SELECT ${EXECUTION_COLUMNS} FROM assistant_execution WHERE id = $1 AND organization_id = $2 FOR UPDATE`,
+      [executionId, organizationId],
+    );
+    const execution = rows[0];
+    if (!execution) {
+      throw executionNotFound(executionId);
+    }
+    if (execution.status === 'ended') {
+      return { execution, clearedNotes: 0 };
+    }
+    const cleared = await tx.query<{ n: number }>(
+      `WITH cleared AS (
+         DELETE FROM scratchpad_note
+         WHERE execution_id = $1 AND organization_id = $2 AND NOT persistent
+         RETURNING 1
+       )
+       SELECT count(*)::int AS n FROM cleared`,
+      [executionId, organizationId],
+    );
+    const ended = await tx.query<ExecutionRecord>(
+      `UPDATE assistant_execution SET status = 'ended', ended_at = now()
+       WHERE id = $1 AND organization_id = $2
+       RETURNING ${EXECUTION_COLUMNS}`,
+      [executionId, organizationId],
+    );
+    return { execution: ended[0] as ExecutionRecord, clearedNotes: cleared[0]?.n ?? 0 };
+  });
+}
+
+/**
+ * A page of the execution's trace, in order: `seq` numbers the reads and writes 1..n within
+ * the execution; the page holds those after `afterSeq`, at most `limit`.
+ */
+export async function listTraces(
+  db: Queryable,
+  organizationId: string,
+  executionId: string,
+  { afterSeq, limit }: { afterSeq: number; limit: number },
+): Promise<{ traces: TraceRecord[]; hasMore: boolean; prunedAt: Date | null }> {
+  const found = await db.query<{ traces_pruned_at: Date | null }>(
+    'SELECT traces_pruned_at FROM assistant_execution WHERE id = $1 AND organization_id = $2',
+    [executionId, organizationId],
+  );
+  const execution = found[0];
+  if (!execution) {
+    throw executionNotFound(executionId);
+  }
+  const rows = await db.query<TraceRecord>(
+    `SELECT seq, kind, notes, at FROM (
+       SELECT row_number() OVER (ORDER BY id)::int AS seq, kind, notes, at
+       FROM scratchpad_trace
+       WHERE execution_id = $1 AND organization_id = $2
+     ) numbered
+     WHERE seq > $3
+     ORDER BY seq
+     LIMIT $4`,
+    [executionId, organizationId, afterSeq, limit + 1],
+  );
+  return { traces: rows.slice(0, limit), hasMore: rows.length > limit, prunedAt: execution.traces_pruned_at };
+}
+
+/**
+ * Checks the execution named by a tool call belongs to the conversation and is running, and
+ * locks it for the rest of the transaction. Another organization's or conversation's execution
+ * is "not found".
+ */
+async function lockRunningExecution(tx: Queryable, scope: ConversationScope, executionId: string): Promise<void> {
+  const rows = await tx.query<ExecutionRecord>(
+    `SELECT ${EXECUTION_COLUMNS} FROM assistant_execution
+     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3
+     FOR UPDATE`,
+    [executionId, scope.organizationId, scope.conversationId],
+  );
+  const execution = rows[0];
+  if (!execution) {
+    throw executionNotFound(executionId, ' in this conversation');
+  }
+  if (execution.status !== 'running') {
+    throw executionEnded(execution);
+  }
+}
+
+async function openScope(tx: Queryable, scope: NotesScope, { addsPersistent }: { addsPersistent: boolean }) {
+  await ensureConversation(tx, scope, { lock: false });
+  if (addsPersistent) {
+    await tx.query('SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))', [
+      PERSISTENT_NOTES_LOCK,
+      `${scope.organizationId}:${scope.conversationId}`,
+    ]);
+  }
+  if (scope.executionId !== undefined) {
+    await lockRunningExecution(tx, scope, scope.executionId);
+  }
+}
+
+async function visibleNotes(tx: Queryable, scope: NotesScope): Promise<string[]> {
+  const rows = await tx.query<{ text: string }>(
+    `SELECT text FROM scratchpad_note
+     WHERE organization_id = $1 AND conversation_id = $2
+       AND ((persistent AND execution_id IS NULL)
+         OR (NOT persistent AND execution_id IS NOT DISTINCT FROM $3::uuid))
+     ORDER BY persistent DESC, id`,
+    [scope.organizationId, scope.conversationId, scope.executionId ?? null],
+  );
+  return rows.map((row) => row.text);
+}
+
+async function appendTrace(tx: Queryable, scope: NotesScope, kind: TraceKind, notes: string | null): Promise<void> {
+  await tx.query(
+    `INSERT INTO scratchpad_trace (conversation_id, organization_id, execution_id, kind, notes)
+     VALUES ($1, $2, $3, $4, $5)`,
+    [scope.conversationId, scope.organizationId, scope.executionId ?? null, kind, notes],
+  );
+}
+
+/** Adds a note to the scope and traces the write; returns the visible notes when asked. */
+export async function writeNote(
+  db: Database,
+  scope: NotesScope,
+  text: string,
+  { withHistory }: { withHistory: boolean },
+): Promise<NotesView | null> {
+  return db.transaction(async (tx) => {
+    await openScope(tx, scope, { addsPersistent: false });
+    await tx.query(
+      `INSERT INTO scratchpad_note (conversation_id, organization_id, execution_id, persistent, text)
+       VALUES ($1, $2, $3, false, $4)`,
+      [scope.conversationId, scope.organizationId, scope.executionId ?? null, text],
+    );
+    await appendTrace(tx, scope, 'write', text);
+    return withHistory ? { notes: await visibleNotes(tx, scope) } : null;
+  });
+}
+
+/**
+ * Reads the scope's notes and traces the read. A non-empty `persistentNotes` is first added to
+ * the conversation's persistent notes, unless an identical one is there already.
+ */
+export async function readNotes(
+  db: Database,
+  scope: NotesScope,
+  persistentNotes: string | null,
+): Promise<NotesView & { persistentAdded: boolean }> {
+  const persistent = persistentNotes === null || persistentNotes === '' ? null : persistentNotes;
+  return db.transaction(async (tx) => {
+    await openScope(tx, scope, { addsPersistent: persistent !== null });
+    let persistentAdded = false;
+    if (persistent !== null) {
+      const added = await tx.query(
+        `INSERT INTO scratchpad_note (conversation_id, organization_id, execution_id, persistent, text)
+         SELECT $1, $2, NULL, true, $3::text
+         WHERE NOT EXISTS (
+           SELECT 1 FROM scratchpad_note
+           WHERE conversation_id = $1 AND organization_id = $2 AND execution_id IS NULL AND persistent
+             AND text = $3::text
+         )
+         RETURNING id`,
+        [scope.conversationId, scope.organizationId, persistent],
+      );
+      persistentAdded = added.length > 0;
+    }
+    await appendTrace(tx, scope, 'read', persistent);
+    return { notes: await visibleNotes(tx, scope), persistentAdded };
+  });
+}
