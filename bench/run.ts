@@ -6,7 +6,7 @@
  * literal JSONB design. It states the load average, the machine's speed (bench/lib/machine.ts) and
  * Postgres' autovacuum setting it ran with. Every figure comes
  * from this one run on this machine; comparisons are ratios. It prints a table, checks the
- * targets (README, "Performance"), writes bench/results/latest.json and, for a full run, the
+ * targets (bench/lib/report.ts; docs/performance.md), writes bench/results/latest.json and, for a full run, the
  * two charts. A fresh database (opspad_bench_<random>) and BullMQ prefix are created for the
  * run and removed at its end; a CHECKPOINT before each group of scenarios writes out what the
  * groups before it left dirty.

@@ -36,7 +36,7 @@ export interface CreateOpspadOptions {
   /** Handlers of this app, added to the built-ins and to the modules named in OPSPAD_HANDLERS. */
   handlers?: readonly Handler[];
   /**
-   * Settings by the names of the README's configuration table (`DATABASE_URL`, `REDIS_URL`,
+   * Settings by the names of docs/configuration.md (`DATABASE_URL`, `REDIS_URL`,
    * `PORT`, …), as strings. Default: `process.env`. Given, it is the whole configuration: spread
    * `process.env` into it to add to the environment rather than replace it.
    */

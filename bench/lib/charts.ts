@@ -1,5 +1,5 @@
 /**
- * The two charts of the README, rendered to SVG with vega-lite (compiled to a vega spec, drawn
+ * The two charts of docs/performance.md, rendered to SVG with vega-lite (compiled to a vega spec, drawn
  * by vega's headless view: no browser, no canvas).
  */
 import { writeFileSync } from 'node:fs';

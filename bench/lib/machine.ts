@@ -2,7 +2,7 @@
  * What the run's machine is and how fast it was: versions and settings, whether it hands memory
  * back to its host, and two fixed pieces of work timed at the start and the end of the run. The
  * project's machine is a shared virtual machine whose speed has varied by more than 2× from one
- * day to the next (README, "Where the misses stand"): the ratios of a run hold, its absolute
+ * day to the next (docs/performance.md): the ratios of a run hold, its absolute
  * figures are read against these.
  */
 import { createHash } from 'node:crypto';
@@ -75,8 +75,8 @@ export function freshMemorySecondsPerGb(): number {
  * Whether this machine hands memory back to its host: free page reporting (a virtual machine's
  * kernel returning free pages) and a DAMON `pageout` scheme. A file that grows (a create's new
  * heap and index pages) then takes memory the host must back again, which has cost the create
- * up to about a second on the project's machine (README, "Why the create takes longer in a full
- * run").
+ * up to about a second on the project's machine (docs/performance.md, "What limits
+ * each figure").
  */
 function memoryReclaim(): string {
   const read = (path: string) => {

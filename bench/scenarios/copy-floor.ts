@@ -11,7 +11,7 @@
  *
  * A create's cost is mostly pages that a growing file takes (heap, two indexes, WAL), and on a
  * virtual machine that hands free memory back to its host those pages cost what the host charges
- * that minute (README, "Why the create takes longer in a full run"): this figure moves with it.
+ * that minute (docs/performance.md, "What limits each figure"): this figure moves with it.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';

@@ -120,8 +120,8 @@ function createBody(ids: readonly string[]): string {
 /**
  * `create_1m_uuid_s`: what the order of the ids costs a create. The benchmark's own ids are
  * sorted, so each one's entry goes to the right edge of the unique id index; ids in no order, as
- * a list of UUIDs arrives, land on random leaves (README, "What the item table's shape costs a
- * create"). The same 1,000,000 random UUIDs are created twice, sorted first
+ * a list of UUIDs arrives, land on random leaves (docs/performance.md, "What
+ * limits each figure"). The same 1,000,000 random UUIDs are created twice, sorted first
  * (`create_1m_uuid_sorted_s`, the baseline) and then as drawn, so the ratio is their order's
  * alone: same ids, same warm server, one after the other. Both operations are deleted afterwards,
  * so the groups after this one do not run beside them.

@@ -9,7 +9,7 @@
  * - the model's tools are opspad's plus the app's own (here: searching contacts and sending an
  *   SMS), and each call is executed and answered.
  *
- * Run it: `node --import tsx examples/assistant/run.ts` (see README.md, "An assistant example").
+ * Run it: `node --import tsx examples/assistant/run.ts` (see docs/assistants.md).
  */
 import type { ModelProvider, ProviderMessage } from './providers.ts';
 

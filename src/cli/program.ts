@@ -90,8 +90,8 @@ export function buildProgram(record: Recorder): Command {
       'after',
       `
 Settings come from environment variables (DATABASE_URL, REDIS_URL, PORT,
-OPSPAD_…); each command reads only those it uses: see the configuration table
-in README.md. 'opspad <command> --help' shows a command's options.`,
+OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
+'opspad <command> --help' shows a command's options.`,
     );
 
   program

@@ -15,6 +15,9 @@ export const positiveInt = z.coerce
   .int('must be a whole number')
   .positive('must be greater than 0');
 
+/** A string that is not blank, trimmed. */
+export const text = z.string().trim().min(1);
+
 export const url = (protocols: readonly string[]) =>
   z
     .string()

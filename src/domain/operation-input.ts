@@ -247,7 +247,7 @@ export type GetInput = z.infer<typeof GetInput>;
 export type RetryFailedInput = z.infer<typeof RetryFailedInput>;
 
 /**
- * The size limits of a create (README, "Configuration"): each item id, query_params as stored
+ * The size limits of a create (docs/limits.md): each item id, query_params as stored
  * JSON, the notes. The schema's fixed ceilings apply first; these are the deployment's own.
  */
 export function checkCreateSizes(

@@ -81,7 +81,7 @@ export const CancelResult = z.object({
   abandoned_count: count,
 });
 
-/** What retention deleted of a finished operation (see the README's "Data lifecycle"). */
+/** What retention deleted of a finished operation (docs/data-lifecycle.md). */
 export const ItemsPruned = z
   .object({
     at: z.iso.datetime().nullable().describe('When the item rows were deleted; null while the deletion is under way.'),

@@ -1,6 +1,6 @@
 /**
- * How much one tenant's input may make opspad store, each limit set by a variable (README,
- * "Configuration") and checked on every path that writes: a small compressed request must not
+ * How much one tenant's input may make opspad store, each limit set by a variable (docs/limits.md)
+ * and checked on every path that writes: a small compressed request must not
  * become megabytes of state that every later read, list and version copies again.
  *
  * Sizes are UTF-8 bytes of the JSON opspad stores, so the limit is what the database holds,

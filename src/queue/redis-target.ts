@@ -7,7 +7,7 @@
  * and the fair share's script several keys of a type, and Redis Cluster runs a multi-key
  * script only when all its keys hash to one slot. One tag for the whole deployment puts all of
  * opspad's keys on one master (its replicas take over if it fails): opspad's jobs carry batches
- * of ids, so one Redis is rarely what limits it (README, "How a deployment grows").
+ * of ids, so one Redis is rarely what limits it (docs/deployment.md).
  *
  * On one server the prefix stays exactly OPSPAD_QUEUE_PREFIX, as it always was: tagging it
  * there would gain nothing and would leave the jobs, job schedulers and counters already stored

@@ -1,4 +1,4 @@
-/** Picks the reorganizer the configuration names (see OPSPAD_LLM_* in README.md). */
+/** Picks the reorganizer the configuration names (OPSPAD_LLM_* in docs/configuration.md). */
 import type { Settings } from '../config/env.ts';
 import { anthropicReorganizer, builtinReorganizer, openAiReorganizer, type Reorganizer } from './providers.ts';
 

@@ -2,7 +2,7 @@
  * The OpenTelemetry SDK for traces: a Node tracer provider (AsyncLocalStorage context, W3C
  * trace-context propagation) whose spans a batch processor sends as OTLP/HTTP JSON. Imported only
  * by tracing.ts, and only when an endpoint is configured. Everything it needs comes from the
- * parsed configuration, so what opspad honours is what README.md lists.
+ * parsed configuration, so what opspad honours is what docs/configuration.md lists.
  */
 import { randomUUID } from 'node:crypto';
 import { context, DiagLogLevel, diag, propagation, trace } from '@opentelemetry/api';

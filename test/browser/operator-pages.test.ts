@@ -5,7 +5,7 @@
  * their order; an operation's page with its failures grouped by reason and its audit trail; Pause
  * and a confirmed Cancel. No page asks another host for anything, and none trips its own Content
  * Security Policy (the browser reports every blocked script, style or request). Screenshots of the
- * list and of an operation's page go to test/artifacts/ (docs/ holds the README's copies).
+ * list and of an operation's page go to test/artifacts/ (docs/ holds the copies its pages show).
  */
 
 import { randomUUID } from 'node:crypto';

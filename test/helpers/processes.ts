@@ -16,8 +16,8 @@ export const COUNTING_HANDLER = fileURLToPath(new URL('../fixtures/counting-hand
 
 /**
  * Children run the compiled opspad (bin/opspad.js → dist/, built before the run) with tsx as a
- * loader, since the handler fixture they load through OPSPAD_HANDLERS is TypeScript: the way the
- * README tells users with a `.ts` handler to run it.
+ * loader, since the handler fixture they load through OPSPAD_HANDLERS is TypeScript: the way
+ * docs/workers.md tells users with a `.ts` handler to run it.
  */
 export const NODE_FLAGS = ['--import', 'tsx'];
 

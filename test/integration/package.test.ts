@@ -4,7 +4,7 @@
  * from `opspad` and typechecks with `tsc --strict` (and lines that must not compile do not); an
  * app calls createOpspad({handlers}) and drives an operation to completion with opspad/client;
  * `npx opspad --help` works, and `npx opspad migrate` applies every shipped migration to a new
- * embedded database; a `.ts` handler named in OPSPAD_HANDLERS loads with the loader the README
+ * embedded database; a `.ts` handler named in OPSPAD_HANDLERS loads with the loader docs/workers.md
  * names, and without one is refused with the way to run it.
  *
  * Offline-friendly: the install prefers npm's cache (`--prefer-offline`; the first run on a
@@ -185,7 +185,7 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
     mkdirSync(join(project, 'node_modules', '@types'), { recursive: true });
     symlinkSync(join(REPO_MODULES, 'typescript'), join(project, 'node_modules', 'typescript'), 'dir');
     symlinkSync(join(REPO_MODULES, '@types', 'node'), join(project, 'node_modules', '@types', 'node'), 'dir');
-    // A loader for the `.ts` handler, as the README tells users to install one.
+    // A loader for the `.ts` handler, as docs/workers.md tells users to install one.
     symlinkSync(join(REPO_MODULES, 'tsx'), join(project, 'node_modules', 'tsx'), 'dir');
     writeFileSync(join(project, 'handler.ts'), HANDLER);
     writeFileSync(join(project, 'app.ts'), APP);
@@ -202,6 +202,8 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
       expect.arrayContaining([
         'package.json',
         'README.md',
+        'CHANGELOG.md',
+        'docs/configuration.md',
         'LICENSE',
         'bin/opspad.js',
         'dist/index.js',
@@ -216,7 +218,10 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
     );
     expect(files.filter((path) => path.endsWith('.sql')).length).toBeGreaterThan(0);
     const outside = files.filter(
-      (path) => !/^(dist\/|drizzle\/|bin\/opspad\.js$|package\.json$|README\.md$|LICENSE$)/.test(path),
+      (path) =>
+        !/^(dist\/|drizzle\/|bin\/opspad\.js$|package\.json$|README\.md$|CHANGELOG\.md$|docs\/[\w-]+\.md$|LICENSE$)/.test(
+          path,
+        ),
     );
     expect(outside).toEqual([]);
     expect(files.filter((path) => /\.test\.|\.ts$/.test(path) && !path.endsWith('.d.ts'))).toEqual([]);
@@ -289,7 +294,7 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
     expect(worker.stderr).toContain('OPSPAD_HANDLERS: ./handler.ts is TypeScript');
     expect(worker.stderr).toContain('NODE_OPTIONS="--import tsx"');
 
-    // With the loader the README names, the same worker starts, then stops on SIGTERM (sent to
+    // With the loader docs/workers.md names, the same worker starts, then stops on SIGTERM (sent to
     // the command npx would run, node_modules/.bin/opspad, so the signal reaches it directly).
     const loaded = await run(join(project, 'node_modules', '.bin', 'opspad'), ['worker'], {
       cwd: project,

@@ -1,6 +1,6 @@
 /**
- * opspad behind PgBouncer in transaction mode (test/helpers/pgbouncer.ts), as the README's
- * "How a deployment grows" describes it: DATABASE_URL through the pooler, DATABASE_DIRECT_URL
+ * opspad behind PgBouncer in transaction mode (test/helpers/pgbouncer.ts), as docs/deployment.md
+ * describes it: DATABASE_URL through the pooler, DATABASE_DIRECT_URL
  * to the server. What a transaction pooler breaks is shown first — a session advisory lock that
  * a second client also "gets", startup parameters it refuses — then that opspad on a fresh
  * database migrates, runs background operations with exact counts, pauses and resumes them, with
