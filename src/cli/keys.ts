@@ -4,11 +4,11 @@
  */
 import type { DatabaseSettings } from '../config/env.ts';
 import type { ApiKeySummary, CreatedApiKey } from '../store/index.ts';
-import { type KeyCommand, keyCommandViaLocalControl, runKeyCommand } from './local-control.ts';
+import { CommandError, UsageError, unknownOrganization } from './failure.ts';
+import { type KeyCommand, keyCommandViaLocalControl, ORGANIZATION_NAME_MAX, runKeyCommand } from './local-control.ts';
 import { openForCommand } from './local-service.ts';
 import type { KeysOptions } from './program.ts';
 import { settingsFor } from './settings.ts';
-import { UsageError } from './usage-error.ts';
 
 /** Runs a key command through a running service on the embedded database, or directly. */
 export async function keyCommand(config: DatabaseSettings, command: KeyCommand): Promise<unknown> {
@@ -24,11 +24,17 @@ export async function keyCommand(config: DatabaseSettings, command: KeyCommand):
   }
 }
 
-/** The organization named by --org, trimmed; blank is a usage error. */
+/** The organization named by --org, trimmed; blank or too long is a usage error. */
 export function organizationOption(org: string, command: string): string {
   const name = org.trim();
   if (!name) {
-    throw new UsageError(`--org needs an organization name, e.g. opspad ${command} --org acme`);
+    throw new UsageError('--org is blank', `Give the organization's name, e.g. \`opspad ${command} --org acme\``);
+  }
+  if (name.length > ORGANIZATION_NAME_MAX) {
+    throw new UsageError(
+      `--org is ${name.length} characters long, over the ${ORGANIZATION_NAME_MAX} an organization's name may have`,
+      'Give a shorter name',
+    );
   }
   return name;
 }
@@ -47,10 +53,15 @@ export async function createKey(options: KeysOptions): Promise<number> {
 export async function listKeys(options: KeysOptions): Promise<number> {
   const org = organizationOption(options.org, 'keys list');
   const listed = (await keyCommand(settingsFor('keys'), { op: 'list', org })) as ApiKeySummary[];
+  // An organization comes into being with its first key, and keys are never deleted (revoked
+  // ones are listed): no key means no such organization.
+  if (listed.length === 0) {
+    throw unknownOrganization(org);
+  }
   process.stdout.write(
     options.json
       ? `${JSON.stringify(listed)}\n`
-      : `${listed.map((k) => `${k.key_id}  ${k.key_prefix}…  created ${k.created_at}${k.revoked_at ? `  revoked ${k.revoked_at}` : ''}`).join('\n') || '(no keys)'}\n`,
+      : `${listed.map((k) => `${k.key_id}  ${k.key_prefix}…  created ${k.created_at}${k.revoked_at ? `  revoked ${k.revoked_at}` : ''}`).join('\n')}\n`,
   );
   return 0;
 }
@@ -58,7 +69,10 @@ export async function listKeys(options: KeysOptions): Promise<number> {
 export async function revokeKey(key: string, options: { json: boolean }): Promise<number> {
   const revoked = (await keyCommand(settingsFor('keys'), { op: 'revoke', key })) as ApiKeySummary | null;
   if (!revoked) {
-    throw new Error(`no API key matches "${key.slice(0, 12)}"`);
+    throw new CommandError(
+      `no API key matches "${key.slice(0, 12)}"`,
+      'Give a key id from `opspad keys list --org <name>`, or the whole key',
+    );
   }
   process.stdout.write(
     options.json

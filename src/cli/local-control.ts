@@ -9,19 +9,24 @@ import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { createApiKey, type Database, listApiKeys, revokeApiKey, webhookSecretOf } from '../store/index.ts';
+import { ProblemError } from './failure.ts';
 
 export function controlSocketPath(dataDir: string): string {
   return join(dataDir, 'control.sock');
 }
 
+/** The longest organization name the commands take (--org). */
+export const ORGANIZATION_NAME_MAX = 200;
+const organizationName = z.string().min(1).max(ORGANIZATION_NAME_MAX);
+
 /** The key and webhook-secret commands a running service runs for other `opspad` processes. */
 export const KeyCommand = z.discriminatedUnion('op', [
-  z.strictObject({ op: z.literal('create'), org: z.string().min(1).max(200) }),
+  z.strictObject({ op: z.literal('create'), org: organizationName }),
   z.strictObject({ op: z.literal('revoke'), key: z.string().min(1).max(200) }),
-  z.strictObject({ op: z.literal('list'), org: z.string().min(1).max(200) }),
+  z.strictObject({ op: z.literal('list'), org: organizationName }),
   z.strictObject({
     op: z.literal('webhook_secret'),
-    org: z.string().min(1).max(200),
+    org: organizationName,
     rotate: z.boolean(),
     grace_ms: z
       .number()
@@ -56,8 +61,9 @@ export async function ensureEmbeddedDatabaseFree(dataDir: string): Promise<void>
     return;
   }
   if (await isLive(path)) {
-    throw new Error(
-      `Another opspad process is using the embedded database in ${dataDir}. Stop it first, or set DATABASE_URL to share a Postgres server between processes.`,
+    throw new ProblemError(
+      `another opspad process is using the embedded database in ${dataDir} (OPSPAD_DATA_DIR)`,
+      'Stop it first, or set DATABASE_URL to share a Postgres server between processes',
     );
   }
   rmSync(path, { force: true });
@@ -88,6 +94,16 @@ export async function listenLocalControl(dataDir: string, db: Database): Promise
     server.listen(path, () => resolve());
   });
   return server;
+}
+
+/** The reason a refusal gives, on one line (a running service answers `{"error": "…"}`). */
+function refusal(text: string): string {
+  try {
+    const { error } = JSON.parse(text) as { error?: unknown };
+    return String(error ?? text).split('\n')[0] ?? '';
+  } catch {
+    return text.slice(0, 200);
+  }
 }
 
 function isLive(path: string): Promise<boolean> {
@@ -126,7 +142,12 @@ export async function keyCommandViaLocalControl(
         if (res.statusCode === 200) {
           resolve(JSON.parse(text) as { result: unknown });
         } else {
-          reject(new Error(`the running opspad refused: ${text}`));
+          reject(
+            new ProblemError(
+              `the opspad running on the embedded database in ${dataDir} refused the command (${refusal(text)})`,
+              'Check the values given, or stop that opspad and run the command again',
+            ),
+          );
         }
       });
     });

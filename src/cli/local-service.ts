@@ -12,22 +12,34 @@ import { redisTargetOf } from '../queue/redis-target.ts';
 import type { ShutdownStep } from '../shutdown.ts';
 import { startSequence } from '../start-steps.ts';
 import { type OpspadDatabase, openConnectedDatabase, runMigrations } from '../store/index.ts';
+import { databaseOpenProblem, migrationProblem } from './database-problem.ts';
+import { CommandError } from './failure.ts';
 import { ensureEmbeddedDatabaseFree, listenLocalControl } from './local-control.ts';
-import { UsageError } from './usage-error.ts';
+import { assertCanServe } from './port-check.ts';
+import { EXIT_CODES } from './process-exit.ts';
 
 /** Opens the configured database, refusing an embedded one another process holds. */
 export async function openDatabaseFree(config: DatabaseSettings): Promise<OpspadDatabase> {
   if (!config.DATABASE_URL) {
     await ensureEmbeddedDatabaseFree(config.OPSPAD_DATA_DIR);
   }
-  return openConnectedDatabase(config);
+  return openConnectedDatabase(config).catch((error: unknown) => {
+    throw databaseOpenProblem(error, config);
+  });
+}
+
+/** Applies the migrations; a failure says which user or server and what to do. */
+function migrate(db: OpspadDatabase, config: DatabaseSettings): Promise<void> {
+  return runMigrations(db).catch((error: unknown) => {
+    throw migrationProblem(error, config);
+  });
 }
 
 /** Opens the configured database and applies the migrations (`opspad keys`, `migrate`, …). */
 export async function openForCommand(config: DatabaseSettings): Promise<OpspadDatabase> {
   const db = await openDatabaseFree(config);
   try {
-    await runMigrations(db);
+    await migrate(db, config);
     return db;
   } catch (error) {
     await db.close();
@@ -48,10 +60,14 @@ export interface LocalService {
  */
 export async function startLocal(config: ServiceConfig, logger: Logger, role: 'all' | 'worker'): Promise<LocalService> {
   if (role === 'worker' && !config.DATABASE_URL) {
-    throw new UsageError(
-      'opspad worker needs DATABASE_URL: workers in their own processes share one Postgres server. The embedded database serves a single process; use opspad start for that.',
+    throw new CommandError(
+      'DATABASE_URL is not set, and workers in processes of their own share one Postgres server',
+      'Set DATABASE_URL to that server, or run `opspad start`, whose workers share its embedded database',
+      { exitCode: EXIT_CODES.usage },
     );
   }
+  // Before anything opens: a port in use is said at once, not after migrating.
+  await assertCanServe(config, role);
   const start = startSequence<'Redis' | 'database' | 'migrations' | 'control socket' | 'service'>({
     logger,
     timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT,
@@ -65,7 +81,7 @@ export async function startLocal(config: ServiceConfig, logger: Logger, role: 'a
     () => openDatabaseFree(config),
     (opened) => () => opened.close(),
   );
-  await start.step('migrations', () => runMigrations(db));
+  await start.step('migrations', () => migrate(db, config));
   const control = config.DATABASE_URL
     ? null
     : await start.step(

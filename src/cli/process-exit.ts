@@ -18,7 +18,8 @@ import { stdoutLogSink, writeStderr } from '../log-sink.ts';
 import type { Logger } from '../logger.ts';
 import { runShutdown, type ShutdownStep } from '../shutdown.ts';
 
-export const EXIT_CODES = { ok: 0, stepFailed: 1, usage: 2, shutdownTimedOut: 3 } as const;
+/** `interrupted`: 128 + SIGINT, a command the user stopped with Ctrl-C (its work goes on elsewhere). */
+export const EXIT_CODES = { ok: 0, stepFailed: 1, usage: 2, shutdownTimedOut: 3, interrupted: 130 } as const;
 
 /** What a second signal names while start-up has not ended. */
 const START_UP = 'start-up';

@@ -7,6 +7,7 @@
  * socket, like `opspad keys`.
  */
 import type { WebhookSecretInfo } from '../store/index.ts';
+import { unknownOrganization } from './failure.ts';
 import { keyCommand, organizationOption } from './keys.ts';
 import type { WebhookSecretOptions } from './program.ts';
 import { settingsFor } from './settings.ts';
@@ -35,7 +36,7 @@ function describe(info: PrintedSecret, rotated: boolean): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** Returns the exit code (1: no such organization). */
+/** Returns the exit code; no such organization is a failure (exit code 1). */
 export async function webhookSecret(options: WebhookSecretOptions): Promise<number> {
   const config = settingsFor('webhooks');
   const org = organizationOption(options.org, 'webhooks secret');
@@ -46,8 +47,7 @@ export async function webhookSecret(options: WebhookSecretOptions): Promise<numb
     grace_ms: config.OPSPAD_WEBHOOK_ROTATION_GRACE,
   })) as PrintedSecret | null;
   if (info === null) {
-    process.stderr.write(`No organization is named "${org}". Create it with: opspad keys create --org ${org}\n`);
-    return 1;
+    throw unknownOrganization(org);
   }
   process.stdout.write(options.json ? `${JSON.stringify(info)}\n` : describe(info, options.rotate));
   return 0;

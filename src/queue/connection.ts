@@ -5,6 +5,7 @@
  * commands while Redis is away (`enableOfflineQueue: false`), which is what an HTTP request wants.
  */
 import { Cluster, Redis } from 'ioredis';
+import { ProblemError } from '../domain/problem-error.ts';
 import type { Logger } from '../logger.ts';
 import { describeRedisTarget, type RedisTarget } from './redis-target.ts';
 
@@ -146,8 +147,9 @@ export async function assertRedisReachable(target: RedisTarget, timeoutMs = 3000
     const single = target.kind === 'single';
     const what = single ? `Redis at ${describeRedisTarget(target)}` : describeRedisTarget(target);
     const setting = single ? 'REDIS_URL' : 'REDIS_CLUSTER_NODES';
-    throw new Error(
-      `${what} is not reachable (${reason}). The queue backend is Redis (${setting} or OPSPAD_QUEUE_BACKEND=redis is set): start it (e.g. redis-server), or set ${setting} to one that runs, or unset both to keep the jobs in Postgres.`,
+    throw new ProblemError(
+      `${what} is not reachable (${reason}), and the queue backend is Redis (${setting} or OPSPAD_QUEUE_BACKEND=redis is set)`,
+      `Start it (e.g. redis-server), or set ${setting} to one that runs, or unset both to keep the jobs in Postgres`,
     );
   } finally {
     clearTimeout(timer);
