@@ -104,6 +104,7 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
     logger,
     metrics: deps.metrics,
     queues: deps.queues,
+    registeredWorkers: queueBackend.registeredWorkers,
     scratchpad: { ...deps.reorganizeDeps, onReorganizeDue: deps.onReorganizeDue },
     contextMaxTokens: config.OPSPAD_CONTEXT_MAX_TOKENS,
     rateLimit: rateLimitPerKey(queueBackend.counter, config.OPSPAD_RATE_LIMIT, logger),

@@ -11,6 +11,9 @@
  *   value has the counts, each queue's description counts the items its operations failed
  *   lately (from Postgres, the source of truth), and each job links to its operation in the
  *   operator view.
+ * - On the Postgres queue backend, a queue's workers are the worker processes registered in the
+ *   fair share (BullMQ finds workers by the names of their connections, which opspad's workers
+ *   there share: postgres-backend.ts), instead of "No workers" while jobs run.
  * - The board's page loads nothing from elsewhere: its link to a web font service is taken out
  *   of the HTML (the fonts fall back to the system's), and a visible link leads to the operator
  *   view.
@@ -21,6 +24,7 @@ import { ExpressAdapter } from '@bull-board/express';
 import type { Queue } from 'bullmq';
 import type { Express, RequestHandler, Router } from 'express';
 import { batchQueueName } from '../queue/catalog.ts';
+import type { FairRegistration } from '../queue/fair-share-store.ts';
 import { OPERATIONS_PAGE_PATH } from './operator-view/html.ts';
 
 export const BOARD_PATH = '/admin/queues';
@@ -142,6 +146,44 @@ export function localOnly(html: string): string {
     );
 }
 
+/** Worker processes by batch queue (every batch queue's when null): see QueueBackend.registeredWorkers. */
+export type RegisteredWorkers = (queueName: string | null) => Promise<FairRegistration[]>;
+type BoardWorkers = NonNullable<Awaited<ReturnType<BullMQAdapter['getWorkers']>>>;
+
+/**
+ * A registered worker process as the board lists it: its id is `<host>:<pid>:<started, epoch
+ * ms>:<random>` (worker-pool.ts), so the board shows the pid (and its slots on a batch queue),
+ * the host, and since when.
+ */
+export function boardWorker(
+  registration: FairRegistration,
+  withSlots: boolean,
+  now = Date.now(),
+): BoardWorkers[number] {
+  const match = /^(.*):(\d+):(\d+):[0-9a-f]+$/.exec(registration.id);
+  const slots = withSlots ? ` · ${registration.slots} slots` : '';
+  return {
+    id: registration.id,
+    name: match ? `pid ${match[2]}${slots}` : `${registration.id}${slots}`,
+    addr: match?.[1] ?? '',
+    age: match ? Math.max(0, Math.round((now - Number(match[3])) / 1000)) : 0,
+  };
+}
+
+/** Lists `queueName`'s workers from their registrations instead of BullMQ's connection names. */
+function listRegisteredWorkers<Adapter extends BullMQAdapter>(
+  adapter: Adapter,
+  registered: RegisteredWorkers | undefined,
+  queueName: string | null,
+): Adapter {
+  if (registered) {
+    // Every process that runs workers runs every queue's: one not in the fair share lists them all.
+    adapter.getWorkers = async () =>
+      (await registered(queueName)).map((registration) => boardWorker(registration, queueName !== null));
+  }
+  return adapter;
+}
+
 type Render = (path: string, options: object, callback: (error: Error | null, html?: string) => void) => void;
 
 /** The name the board shows for each queue: a batch queue's operation type, unless taken. */
@@ -175,7 +217,7 @@ export function redirectRenamedQueues(queues: readonly Queue[]): RequestHandler 
 
 export function createBoardRouter(
   queues: readonly Queue[],
-  options: { readOnly: boolean; failedItems?: FailedItemsByType },
+  options: { readOnly: boolean; failedItems?: FailedItemsByType; registeredWorkers?: RegisteredWorkers },
 ): Router {
   const serverAdapter = new ExpressAdapter();
   serverAdapter.setBasePath(BOARD_PATH);
@@ -186,9 +228,13 @@ export function createBoardRouter(
     queues: queues.map((queue) => {
       const type = operationTypeOfQueue(queue.name);
       if (type === null) {
-        return new BullMQAdapter(queue, adapterOptions);
+        return listRegisteredWorkers(new BullMQAdapter(queue, adapterOptions), options.registeredWorkers, null);
       }
-      return new BatchQueueAdapter(queue, type, names.get(queue.name) ?? queue.name, failed, adapterOptions);
+      return listRegisteredWorkers(
+        new BatchQueueAdapter(queue, type, names.get(queue.name) ?? queue.name, failed, adapterOptions),
+        options.registeredWorkers,
+        queue.name,
+      );
     }),
     serverAdapter,
     options: {

@@ -16,7 +16,7 @@ import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey } from './auth.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
 import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
-import { BOARD_PATH, createBoardRouter, redirectRenamedQueues } from './board.ts';
+import { BOARD_PATH, createBoardRouter, type RegisteredWorkers, redirectRenamedQueues } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
 import { jsonBody, otherBodyLimit } from './json-body.ts';
 import { docsRouter } from './openapi/docs-route.ts';
@@ -27,6 +27,7 @@ import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-oper
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
 import { healthRouter, type Readiness } from './routes/health.ts';
+import { homeRouter } from './routes/home.ts';
 import { metricsRouter } from './routes/metrics.ts';
 import { operationsRouter } from './routes/operations.ts';
 import { type ScratchpadRoutesDeps, scratchpadRouter } from './routes/scratchpad.ts';
@@ -42,6 +43,8 @@ export interface AppDeps {
   metrics: Metrics;
   /** The queues Bull Board shows and /metrics counts. */
   queues: readonly Queue[];
+  /** Where Bull Board finds the queues' workers when BullMQ cannot (the Postgres queue backend). */
+  registeredWorkers?: RegisteredWorkers;
   admin: AdminCredentials;
   /** OPSPAD_MAX_BODY_BYTES */
   maxBodyBytes: number;
@@ -88,6 +91,7 @@ export function createApp(deps: AppDeps): express.Express {
   app.disable('x-powered-by');
   // req.ip, which per-address limits count by, is the connection's unless proxies are named.
   app.set('trust proxy', deps.trustProxy === undefined ? false : deps.trustProxy);
+  app.use(homeRouter());
   app.use(healthRouter(deps.readiness));
   app.use(docsRouter());
 
@@ -100,7 +104,11 @@ export function createApp(deps: AppDeps): express.Express {
     adminAuth,
     guardOperatorChanges({ readOnly }),
     redirectRenamedQueues(deps.queues),
-    createBoardRouter(deps.queues, { readOnly, failedItems: (days) => failedItemsByType(deps.db, days) }),
+    createBoardRouter(deps.queues, {
+      readOnly,
+      failedItems: (days) => failedItemsByType(deps.db, days),
+      registeredWorkers: deps.registeredWorkers,
+    }),
   );
   app.use(
     OPERATIONS_PAGE_PATH,

@@ -68,9 +68,10 @@ function serverAt(error: unknown, config: DatabaseSettings): Server {
   return address === `${direct.host}:${direct.port}` && address !== `${main.host}:${main.port}` ? direct : main;
 }
 
-/** The server's own words, for what only it can say (which role, which rule). */
+/** The server's own words (the message of the error with a SQLSTATE), for what only it can say. */
 function serverSaid(error: unknown): string {
-  return describeFailure(error).replace(/^Failed query: [^:]*: /, '');
+  const fromServer = chain(error).find((e) => typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code));
+  return typeof fromServer?.message === 'string' ? fromServer.message : describeFailure(error);
 }
 
 /** A failure to open the database, said with the variable at fault and what to check. */
@@ -97,7 +98,7 @@ export function migrationProblem(error: unknown, config: DatabaseSettings): unkn
   if (withCode(error, ['42501'])) {
     return new CommandError(
       `the user in ${server.variable} may not create opspad's tables in database "${server.database}" (${serverSaid(error)})`,
-      `Let it (\`GRANT CREATE ON DATABASE "${server.database}" TO <that user>\`), or set ${server.variable} to a user who owns the database`,
+      `Make it the database's owner (\`ALTER DATABASE "${server.database}" OWNER TO <that user>\`), or put a user who owns the database in ${server.variable}`,
       { cause: error },
     );
   }

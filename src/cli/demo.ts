@@ -111,7 +111,7 @@ export async function demo(options: DemoOptions): Promise<number> {
     );
     return EXIT_CODES.interrupted;
   }
-  if (local && shutdownInProgress()) {
+  if (local && shutdownInProgress() && watched.end !== 'finished') {
     out.write(
       `\nInterrupted: opspad is stopping here, and operation ${body.operation_id} is left as it is (${howFar(last)}); it goes on when opspad starts again on the same database.\n`,
     );

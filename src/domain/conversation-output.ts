@@ -231,6 +231,23 @@ export const Readiness = z.object({
   checks: z.record(z.string(), z.string()).describe('"ok", or what failed, per dependency.'),
 });
 
+/** `GET /` for an API client: where things are on this server. */
+export const ServiceIndex = z.object({
+  service: z.literal('opspad'),
+  links: z
+    .object({
+      api: z.string().describe("The HTTP API's base: every route under it takes an organization's API key."),
+      docs: z.string().describe('This API as a readable page.'),
+      openapi: z.string().describe('The OpenAPI 3.1 document.'),
+      health: z.string().describe('Liveness.'),
+      readiness: z.string().describe('Readiness: Postgres and the queue backend answer.'),
+      operator_view: z.string().describe("Every organization's operations (operator sign-in)."),
+      bull_board: z.string().describe('The job queues (operator sign-in).'),
+      metrics: z.string().describe('Prometheus metrics (operator sign-in).'),
+    })
+    .describe('Paths on this server.'),
+});
+
 export type ErrorBody = z.output<typeof ErrorBody>;
 export type WriteNotesResult = z.output<typeof WriteNotesResult>;
 export type ReadNotesResult = z.output<typeof ReadNotesResult>;
@@ -249,3 +266,4 @@ export type TracesPage = z.output<typeof TracesPage>;
 export type ToolList = z.output<typeof ToolList>;
 export type Liveness = z.output<typeof Liveness>;
 export type Readiness = z.output<typeof Readiness>;
+export type ServiceIndex = z.output<typeof ServiceIndex>;

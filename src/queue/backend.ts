@@ -8,7 +8,7 @@
 import type { Processor, Queue, QueueOptions, Worker, WorkerOptions } from 'bullmq';
 import type { QueueBackendKind } from '../config/env.ts';
 import type { ControlChannel } from './control-channel.ts';
-import type { FairShareStore } from './fair-share-store.ts';
+import type { FairRegistration, FairShareStore } from './fair-share-store.ts';
 
 export type { QueueBackendKind } from '../config/env.ts';
 
@@ -54,6 +54,12 @@ export interface QueueBackend {
   readonly leases: CappedLeases;
   /** Where the workers of every process agree on the fair share of `operationType`'s slots. */
   fairShare(operationType: string): FairShareStore;
+  /**
+   * The worker processes taking jobs from the batch queue `queueName` (from any batch queue when
+   * null), as their fair-share registrations have them. Only where BullMQ's own listing cannot
+   * see them: on the Postgres backend (postgres-backend.ts); Redis names each worker's connection.
+   */
+  registeredWorkers?(queueName: string | null): Promise<FairRegistration[]>;
   /** `/readyz` checks by name: each resolves when its dependency answers. */
   readonly readinessChecks: Record<string, () => Promise<void>>;
   /** Closes every connection the backend opened; queues and workers must be closed first. */

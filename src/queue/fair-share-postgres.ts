@@ -11,7 +11,7 @@
  * the next decision refresh its view.
  */
 import { mayStart } from '../domain/fair-share.ts';
-import type { FairShareStore } from './fair-share-store.ts';
+import type { FairRegistration, FairShareStore } from './fair-share-store.ts';
 import type { SqlRunner } from './postgres-counters.ts';
 import { quoteSchema } from './queue-schema.ts';
 
@@ -143,4 +143,24 @@ export function postgresFairShareStore(runner: SqlRunner, schema: string, queue:
       );
     },
   };
+}
+
+/**
+ * The worker processes registered for `queue` (every batch queue when null) whose registration
+ * has not lapsed: how Bull Board lists the workers of the Postgres backend, whose connections
+ * BullMQ cannot tell apart (postgres-backend.ts).
+ */
+export async function registeredWorkers(
+  runner: SqlRunner,
+  schema: string,
+  queue: string | null,
+  now: number,
+): Promise<FairRegistration[]> {
+  const { rows } = await runner.query(
+    `SELECT worker_id, max(slots)::int AS slots FROM ${quoteSchema(schema)}.opspad_fair_worker
+     WHERE expires_at_ms > $2 AND ($1::text IS NULL OR queue = $1)
+     GROUP BY worker_id ORDER BY worker_id`,
+    [queue, now],
+  );
+  return rows.map((row) => ({ id: String(row.worker_id), slots: Number(row.slots) }));
 }

@@ -27,7 +27,7 @@ import {
 import type { QueueBackend } from './backend.ts';
 import { batchQueueName } from './catalog.ts';
 import { type NotificationClient, postgresControlChannel } from './control-channel.ts';
-import { fairShareTablesDdl, postgresFairShareStore } from './fair-share-postgres.ts';
+import { fairShareTablesDdl, postgresFairShareStore, registeredWorkers } from './fair-share-postgres.ts';
 import { createPglitePool } from './pglite-pool.ts';
 import { counterTablesDdl, postgresCappedLeases, postgresWindowCounter, type SqlRunner } from './postgres-counters.ts';
 import { EMBEDDED_QUEUE_SCHEMA, queueSchemaFor } from './queue-schema.ts';
@@ -138,7 +138,9 @@ export async function createPostgresQueueBackend(target: PostgresQueueTarget): P
   }
 
   // BullMQ names the LISTEN connection after a worker's queue for getWorkers(); with one
-  // connection for all workers the names would overwrite each other, so none is set.
+  // connection for all workers the names would overwrite each other, so none is set, and
+  // getWorkers() finds no worker (nor could it in PGlite, which has no other sessions): the
+  // board lists the fair share's registrations instead (registeredWorkers).
   const factory: BackendFactory<BullmqPostgresBackend, PostgresConnectionOptions> = (name, opts) =>
     new BullmqPostgresBackend(connection, name, opts, true);
   const connectionOption = connection.pool as PostgresConnectionOptions;
@@ -192,6 +194,7 @@ export async function createPostgresQueueBackend(target: PostgresQueueTarget): P
     counter: postgresWindowCounter(runner, schema),
     leases: postgresCappedLeases(runner, schema),
     fairShare: (operationType) => postgresFairShareStore(runner, schema, batchQueueName(operationType)),
+    registeredWorkers: (queueName) => registeredWorkers(runner, schema, queueName, Date.now()),
     readinessChecks: { queue: async () => void (await query('SELECT 1')) },
     async close() {
       await connection.closeShared();

@@ -5,6 +5,7 @@
  * Postgres; leases in Postgres keep any item from being handled by two of them at once.
  */
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { HandlerRegistry } from '../handlers/registry.ts';
 import { HANDLER_DEFAULTS } from '../handlers/registry.ts';
 import type { Logger } from '../logger.ts';
@@ -51,7 +52,8 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     stops.stop(message.operation_id, message.reason),
   );
 
-  const workerId = randomUUID();
+  // Says where the process runs and since when (Bull Board lists it: board.ts), and is unique.
+  const workerId = `${hostname()}:${process.pid}:${Date.now()}:${randomUUID().slice(0, 8)}`;
   const fairShares = new Map<string, FairShare>();
   for (const type of options.handlers.types) {
     const handler = options.handlers.get(type);

@@ -1,8 +1,9 @@
 /**
  * The `opspad` command as a manual: `--help` on every command (found by walking the command tree,
  * so a new command is covered as soon as it exists) prints its usage and exits 0 without reading
- * a setting or opening a connection; `--version`; usage errors that name the command and point to
- * its help; and each command checking only the settings it reads.
+ * a setting or opening a connection; `--version`; usage errors in the one shape of every failure
+ * (`opspad <command>: <what was wrong>. <what to do>.`), naming the option at fault and followed
+ * by the command's usage; and each command checking only the settings it reads.
  *
  * "Opens nothing" is measured, not assumed: DATABASE_URL, REDIS_URL, OPSPAD_URL and PORT all point
  * at a TCP listener of this test that counts the connections it receives, OPSPAD_DATA_DIR at a
@@ -14,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { allCommands, buildProgram, commandPath } from '../../src/cli/program.ts';
+import { FAILURE_SHAPE } from '../helpers/failure-shape.ts';
 import { type CommandRun, runOpspad } from '../helpers/processes.ts';
 
 const VERSION = (
@@ -122,43 +124,81 @@ describe('opspad --help, --version and usage errors', () => {
     }
   });
 
-  it('refuses an unknown option with exit code 2, naming the command and pointing to its --help', {
+  it('refuses an unknown option with exit code 2, naming it, in the one shape, with the usage and where help is', {
     timeout: 120_000,
   }, async () => {
     for (const words of LEAVES) {
       const name = ['opspad', ...words].join(' ');
-      const run = await opspad([...words, ...(REQUIRED[words.join(' ')] ?? []), '--bogus'], env);
-      expect(run, name).toMatchObject({ code: 2, stdout: '' });
-      expect(run.stderr, name).toMatch(new RegExp(`^${name}: unknown option '--bogus'\\n`));
-      expect(run.stderr, name).toContain(`Run '${name} --help' for more.`);
+      const command = allCommands(buildProgram(async () => {})).find((c) => commandPath(c) === name);
+      // With what the command needs, and without it: the unknown option is what is named first.
+      for (const needed of [REQUIRED[words.join(' ')] ?? [], []]) {
+        const run = await opspad([...words, ...needed, '--bogus'], env);
+        expect(run, name).toMatchObject({ code: 2, stdout: '' });
+        expect(run.stderr, name).toBe(
+          `${name}: unknown option '--bogus'. Leave it out; --help lists the options.\n` +
+            `  Usage: ${name} ${command?.usage()}\n` +
+            `  Run '${name} --help' for more.\n`,
+        );
+      }
     }
     expect(connections).toBe(0);
   });
 
-  it('refuses unknown commands, a missing argument and a bad option value with exit code 2, naming the command', async () => {
+  it('names an unknown option before a missing required one, and guesses the option meant', async () => {
+    const run = await opspad(['keys', 'create', '--organization', 'acme'], env);
+    expect(run).toEqual({
+      code: 2,
+      stdout: '',
+      stderr:
+        "opspad keys create: unknown option '--organization'. Did you mean --org?\n" +
+        '  Usage: opspad keys create --org <name> [--json]\n' +
+        "  Run 'opspad keys create --help' for more.\n",
+    });
+    expect(connections).toBe(0);
+  });
+
+  it('refuses unknown commands, a missing argument or option and a bad option value with exit code 2, in the one shape', async () => {
     const unknown = await opspad(['strat'], env);
     expect(unknown).toMatchObject({ code: 2, stdout: '' });
-    expect(unknown.stderr).toContain("opspad: unknown command 'strat'");
-    expect(unknown.stderr).toContain('(Did you mean start?)');
+    expect(unknown.stderr).toMatch(
+      /^opspad: unknown command 'strat'\. Did you mean start\?\n {2}Usage: opspad <command>/,
+    );
 
     const unknownSub = await opspad(['keys', 'rotate'], env);
     expect(unknownSub).toMatchObject({ code: 2, stdout: '' });
-    expect(unknownSub.stderr).toContain("opspad keys: unknown command 'rotate'");
+    expect(unknownSub.stderr).toMatch(/^opspad keys: unknown command 'rotate'\. /);
 
     const missing = await opspad(['keys', 'revoke'], env);
-    expect(missing.code).toBe(2);
-    expect(missing.stderr).toContain("opspad keys revoke: missing required argument 'key'");
-    expect(missing.stderr).toContain('Usage: opspad keys revoke <key_id|api_key> [--json]');
+    expect(missing).toEqual({
+      code: 2,
+      stdout: '',
+      stderr:
+        "opspad keys revoke: missing required argument 'key'. Give it as the usage below shows.\n" +
+        '  Usage: opspad keys revoke <key_id|api_key> [--json]\n' +
+        "  Run 'opspad keys revoke --help' for more.\n",
+    });
 
     const required = await opspad(['keys', 'create'], env);
     expect(required.code).toBe(2);
-    expect(required.stderr).toContain("opspad keys create: required option '--org <name>' not specified");
+    expect(required.stderr).toMatch(
+      /^opspad keys create: required option '--org <name>' not specified\. Add it, as the usage below shows\.\n/,
+    );
+
+    const blank = await opspad(['keys', 'create', '--org', ' '], env);
+    expect(blank.code).toBe(2);
+    expect(blank.stderr).toMatch(
+      /^opspad keys create: --org is blank\. Give the organization's name, e\.g\. `opspad keys create --org acme`\.\n/,
+    );
 
     const items = await opspad(['demo', '--items', '2.5'], env);
     expect(items.code).toBe(2);
-    expect(items.stderr).toContain(
-      "opspad demo: option '--items <n>' argument '2.5' is invalid. It must be a whole number of 1 or more.",
+    expect(items.stderr).toMatch(
+      /^opspad demo: option '--items <n>' argument '2\.5' is invalid\. It must be a whole number of 1 or more\.\n {2}Usage: opspad demo /,
     );
+
+    for (const run of [unknown, unknownSub, missing, required, blank, items]) {
+      expect(run.stderr).toMatch(FAILURE_SHAPE);
+    }
 
     // A command group without its subcommand: its help, on stderr, as a usage error.
     const group = await opspad(['webhooks'], env);
@@ -184,8 +224,11 @@ describe('each command checks only the settings it reads', () => {
     const env = { ...SHORT_PASSWORD, DATABASE_URL: inject('databaseUrl'), REDIS_URL: inject('redisUrl') };
     const migrated = await opspad(['migrate'], env);
     expect(migrated).toEqual({ code: 0, stdout: 'Migrations applied (postgres).\n', stderr: '' });
-    const listed = await opspad(['keys', 'list', '--org', `usage-${Date.now()}`, '--json'], env);
-    expect(listed).toEqual({ code: 0, stdout: '[]\n', stderr: '' });
+    const org = `usage-${Date.now()}`;
+    expect(await opspad(['keys', 'create', '--org', org, '--json'], env)).toMatchObject({ code: 0, stderr: '' });
+    const listed = await opspad(['keys', 'list', '--org', org, '--json'], env);
+    expect(listed).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(listed.stdout)).toHaveLength(1);
   });
 
   it('refuses it at opspad start, which serves Bull Board, naming the variable and what to do, before opening anything', async () => {
@@ -194,7 +237,8 @@ describe('each command checks only the settings it reads', () => {
       const run = await opspad(['start'], { ...SHORT_PASSWORD, OPSPAD_DATA_DIR: join(dataDir, 'data'), PORT: '0' });
       expect(run.code).toBe(2);
       expect(run.stderr).toBe(
-        'opspad start: Invalid configuration:\n  - OPSPAD_ADMIN_PASSWORD: must be at least 8 characters: choose a longer one, or unset it for a random one printed at start\n',
+        'opspad start: OPSPAD_ADMIN_PASSWORD is not valid. Change it in the environment, then run `opspad start` again.\n' +
+          '  - OPSPAD_ADMIN_PASSWORD: must be at least 8 characters: choose a longer one, or unset it for a random one printed at start\n',
       );
       expect(existsSync(join(dataDir, 'data'))).toBe(false);
     } finally {

@@ -1,22 +1,49 @@
 /**
- * The `opspad` command as a newcomer meets it: keys, a clear refusal when Redis is down or a
- * variable is wrong, the embedded database shared with a running service, and the demo on a
- * machine with nothing but Node (no Redis, no Postgres: not one connection to either).
+ * The `opspad` command as a newcomer meets it: keys, a clear refusal — in the one shape of every
+ * failure, naming the setting or option and what to do — when Redis or Postgres is down, a
+ * variable is wrong, an organization does not exist or no opspad answers; the embedded database
+ * shared with a running service; and the demo on a machine with nothing but Node (no Redis, no
+ * Postgres: not one connection to either), its progress drawn once to 100 %, and Ctrl-C saying
+ * what became of the operation.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import { demoFails } from '../../src/handlers/demo.ts';
 import { queueSchemaFor } from '../../src/queue/queue-schema.ts';
 import { authenticateApiKey, createPostgresDatabase, webhookSigningSecrets } from '../../src/store/index.ts';
+import { FAILURE_SHAPE } from '../helpers/failure-shape.ts';
 import { startPrivateRedis } from '../helpers/private-redis.ts';
-import { type CommandRun, RUN_TIMEOUT_MS, runOpspad } from '../helpers/processes.ts';
+import {
+  type CommandRun,
+  EXIT_TIMEOUT_MS,
+  killAllChildren,
+  RUN_TIMEOUT_MS,
+  runOpspad,
+  spawnOpspad,
+  within,
+} from '../helpers/processes.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
 const RECORD_CONNECTIONS = new URL('../fixtures/record-connections.mjs', import.meta.url).href;
+
+/** A loopback port nothing listens on (one this test held and let go). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** How many times the demo drew its bar at 100 % (output not on a terminal: one line each). */
+function fullBars(stdout: string, items: number): number {
+  return stdout.split('\n').filter((line) => line.includes(` ${items}/${items} 100.0% `)).length;
+}
 
 function opspad(
   args: string[],
@@ -26,6 +53,8 @@ function opspad(
 ): Promise<CommandRun> {
   return runOpspad(args, { OPSPAD_LOG_LEVEL: 'warn', ...env }, { timeoutMs, nodeArgs });
 }
+
+afterEach(killAllChildren);
 
 describe('the opspad command', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'opspad-cli-'));
@@ -58,6 +87,13 @@ describe('the opspad command', () => {
 
     const revoked = await opspad(['keys', 'revoke', keys[0]?.key_id as string], { DATABASE_URL: databaseUrl });
     expect(revoked.code, revoked.stderr).toBe(0);
+    const none = await opspad(['keys', 'revoke', 'no-such-key'], { DATABASE_URL: databaseUrl });
+    expect(none).toEqual({
+      code: 1,
+      stdout: '',
+      stderr:
+        'opspad keys revoke: no API key matches "no-such-key". Give a key id from `opspad keys list --org <name>`, or the whole key.\n',
+    });
     expect(revoked.stdout).toContain(`Revoked ${keys[0]?.key_id}`);
     const db = createPostgresDatabase({ connectionString: databaseUrl, poolSize: 1 });
     try {
@@ -102,9 +138,18 @@ describe('the opspad command', () => {
       await db.close();
     }
 
-    const unknown = await opspad(['webhooks', 'secret', '--org', `${org}-nobody`], env);
-    expect(unknown.code).toBe(1);
-    expect(unknown.stderr).toContain(`No organization is named "${org}-nobody"`);
+    // An organization that does not exist is the same failure for both commands that name one.
+    for (const command of [
+      ['webhooks', 'secret'],
+      ['keys', 'list'],
+    ]) {
+      const unknown = await opspad([...command, '--org', `${org}-nobody`], env);
+      expect(unknown).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `opspad ${command.join(' ')}: no organization is named "${org}-nobody" (--org). Check the name, or create the organization with its first key: \`opspad keys create --org ${org}-nobody\`.\n`,
+      });
+    }
     const usage = await opspad(['webhooks', 'secret'], env);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('Usage: opspad webhooks secret --org <name>');
@@ -112,8 +157,13 @@ describe('the opspad command', () => {
 
   it('stops at start with a message naming a bad variable', async () => {
     const run = await opspad(['start'], { PORT: 'eighty', OPSPAD_DATA_DIR: dataDir });
-    expect(run.code).toBe(2);
-    expect(run.stderr).toContain('PORT: must be a port number');
+    expect(run).toEqual({
+      code: 2,
+      stdout: '',
+      stderr:
+        'opspad start: PORT is not valid. Change it in the environment, then run `opspad start` again.\n' +
+        '  - PORT: must be a port number (got "eighty")\n',
+    });
   });
 
   it('says what to do when Redis is unreachable', async () => {
@@ -124,7 +174,47 @@ describe('the opspad command', () => {
     });
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(
-      /Redis at redis:\/\/127\.0\.0\.1:1 is not reachable .*start it .*, or set REDIS_URL to one that runs, or unset both to keep the jobs in Postgres/,
+      /^opspad start: failed at Redis: Redis at redis:\/\/127\.0\.0\.1:1\/? is not reachable \(.+\), and the queue backend is Redis \(REDIS_URL or OPSPAD_QUEUE_BACKEND=redis is set\)\. Start it \(e\.g\. redis-server\), or set REDIS_URL to one that runs, or unset both to keep the jobs in Postgres\.\n$/,
+    );
+  });
+
+  it('names the server and the variable when DATABASE_URL refuses, never its password', async () => {
+    const port = await closedPort();
+    const run = await opspad(['keys', 'list', '--org', 'acme'], {
+      DATABASE_URL: `postgres://opspad:s3cret-pw@127.0.0.1:${port}/opspad`,
+    });
+    expect(run).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `opspad keys list: Postgres at 127.0.0.1:${port} (DATABASE_URL) refused the connection. Check that Postgres runs there and that DATABASE_URL names its host and port, or unset DATABASE_URL to use the embedded database.\n`,
+    });
+    // A database that does not exist on a server that runs.
+    const url = new URL(inject('databaseUrl'));
+    url.pathname = '/opspad_no_such_database';
+    const missing = await opspad(['migrate'], { DATABASE_URL: url.toString() });
+    expect(missing).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `opspad migrate: Postgres at ${url.hostname}:${url.port || '5432'} (DATABASE_URL) has no database "opspad_no_such_database". Create it (\`createdb opspad_no_such_database\`), or set DATABASE_URL to a database that exists.\n`,
+    });
+  });
+
+  it('says where no opspad answers and how to start one, for opspad ops watch', async () => {
+    const port = await closedPort();
+    const run = await opspad(['ops', 'watch', '0b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f', '--key', 'opk_x'], {
+      OPSPAD_URL: `http://127.0.0.1:${port}`,
+    });
+    expect(run).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: `opspad ops watch: no opspad answers at http://127.0.0.1:${port} (connect ECONNREFUSED 127.0.0.1:${port}). Start it (\`opspad start\`), or point --url or OPSPAD_URL at where it runs.\n`,
+    });
+    const keyless = await opspad(['ops', 'watch', '0b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f'], {
+      OPSPAD_URL: `http://127.0.0.1:${port}`,
+    });
+    expect(keyless.code).toBe(2);
+    expect(keyless.stderr).toMatch(
+      /^opspad ops watch: no API key was given\. Pass --key <api_key>, or set OPSPAD_API_KEY; `opspad keys create --org <name>` makes one\.\n/,
     );
   });
 
@@ -151,8 +241,12 @@ describe('the opspad command', () => {
 
   it('refuses a worker process without a shared Postgres', async () => {
     const run = await opspad(['worker'], { OPSPAD_DATA_DIR: dataDir, REDIS_URL: inject('redisUrl') });
-    expect(run.code).toBe(2);
-    expect(run.stderr).toContain('opspad worker needs DATABASE_URL');
+    expect(run).toEqual({
+      code: 2,
+      stdout: '',
+      stderr:
+        'opspad worker: DATABASE_URL is not set, and workers in processes of their own share one Postgres server. Set DATABASE_URL to that server, or run `opspad start`, whose workers share its embedded database.\n',
+    });
   });
 });
 
@@ -173,6 +267,48 @@ describe('opspad demo on a fresh data folder', () => {
       );
       const failing = Array.from({ length: 3000 }, (_, i) => demoFails(`demo-${i + 1}`, 0.05)).filter(Boolean).length;
       expect(run.stdout).toContain(`Done: ${3000 - failing} completed, ${failing} failed of 3000 (completed).`);
+      // The bar reaches 100 % once, with the final status.
+      expect(fullBars(run.stdout, 3000)).toBe(1);
+      expect(run.stdout).toMatch(/ 3000\/3000 100\.0% · \d+ failed · .* · completed\n/);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('opspad demo interrupted with Ctrl-C', () => {
+  it('stops the opspad it started, says the operation is left as it is, and the next start finishes it', {
+    timeout: 300_000,
+  }, async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-demo-interrupted-'));
+    const env = { OPSPAD_DATA_DIR: dataDir, PORT: '0', OPSPAD_LOG_LEVEL: 'warn' };
+    try {
+      const demo = spawnOpspad('demo', ['demo', '--items', '6000', '--latency-ms', '100'], env);
+      await demo.waitForLine((line) => line.includes('/6000 '), 'the first progress line', 120_000);
+      demo.process.kill('SIGINT');
+      expect(await demo.waitForExit(60_000)).toEqual({ code: 0, signal: null });
+      await within(demo.closed, EXIT_TIMEOUT_MS, 'the demo’s output');
+      const output = demo.lines.join('\n');
+      const operationId = /^Operation ([0-9a-f-]{36}):/m.exec(output)?.[1] as string;
+      expect(demo.lines.at(-1)).toMatch(
+        new RegExp(
+          `^Interrupted: opspad is stopping here, and operation ${operationId} is left as it is \\(active, [\\d,]+ of 6,000 items done\\); it goes on when opspad starts again on the same database\\.$`,
+        ),
+      );
+      expect(output).not.toContain('Done:');
+      expect(output).not.toMatch(/\(active\)\./);
+
+      // As it says: started again on the same data folder, opspad finishes the operation.
+      const port = String(20_000 + Math.floor(Math.random() * 20_000));
+      const service = spawnOpspad('start', ['start'], { ...env, PORT: port, OPSPAD_LOG_LEVEL: 'info' });
+      await service.waitForLine((line) => line.includes('opspad API listening'), 'the API to listen', 120_000);
+      const key = await opspad(['keys', 'create', '--org', 'demo', '--json'], env);
+      const { api_key: apiKey } = JSON.parse(key.stdout) as { api_key: string };
+      const watched = await opspad(['ops', 'watch', operationId, '--key', apiKey], { ...env, PORT: port }, 120_000);
+      expect(watched.code, watched.stderr).toBe(0);
+      expect(watched.stdout).toMatch(/ 6000\/6000 100\.0% · \d+ failed · .* · completed\n$/);
+      service.process.kill('SIGTERM');
+      expect(await service.waitForExit(60_000)).toEqual({ code: 0, signal: null });
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }
@@ -288,12 +424,48 @@ describe('opspad start on the embedded database, with nothing but Node', () => {
       expect(demo.code, demo.stderr).toBe(0);
       expect(demo.stdout).toContain(`Using the opspad running at http://127.0.0.1:${port}`);
       expect(demo.stdout).toMatch(/1500\/1500 100\.0% · \d+ failed/);
+      expect(fullBars(demo.stdout, 1500)).toBe(1);
       expect(demo.stdout).toMatch(/Done: \d+ completed, \d+ failed of 1500 \(completed\)\./);
+
+      // Ctrl-C beside a running service stops following; the operation goes on there.
+      const interrupted = spawnOpspad('demo', ['demo', '--items', '6000', '--latency-ms', '100'], env);
+      await interrupted.waitForLine((line) => line.includes('/6000 '), 'the first progress line');
+      interrupted.process.kill('SIGINT');
+      expect(await interrupted.waitForExit()).toEqual({ code: 130, signal: null });
+      await within(interrupted.closed, EXIT_TIMEOUT_MS, 'the demo’s output');
+      const operationId = /^Operation ([0-9a-f-]{36}):/m.exec(interrupted.lines.join('\n'))?.[1];
+      expect(interrupted.lines.at(-1)).toMatch(
+        new RegExp(
+          `^Interrupted: operation ${operationId} keeps running on the opspad at http://127\\.0\\.0\\.1:${port} \\(active, [\\d,]+ of 6,000 items done\\); the operator view follows it: http://127\\.0\\.0\\.1:${port}/admin/operations/${operationId}$`,
+        ),
+      );
+      expect(interrupted.lines.join('\n')).not.toContain('Done:');
+
+      // A wrong key is named as such, not dumped as the server's JSON.
+      const wrongKey = await opspad(['ops', 'watch', operationId as string, '--key', 'opk_wrong'], env);
+      expect(wrongKey).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `opspad ops watch: opspad at http://127.0.0.1:${port} refused the API key (--key or OPSPAD_API_KEY): The API key is not valid or was revoked. Give a key of the organization the operation belongs to; \`opspad keys create --org <name>\` makes one.\n`,
+      });
 
       // A second service on the same embedded database is refused, not allowed to corrupt it.
       const second = await opspad(['start'], { ...env, PORT: String(Number(port) + 1) });
-      expect(second.code).toBe(1);
-      expect(second.stderr).toContain('Another opspad process is using the embedded database');
+      expect(second).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `opspad start: failed at database: another opspad process is using the embedded database in ${dataDir} (OPSPAD_DATA_DIR). Stop it first, or set DATABASE_URL to share a Postgres server between processes.\n`,
+      });
+      // On the port it uses, the refusal comes before the database is even looked at.
+      const samePort = await opspad(['start'], env);
+      expect(samePort).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `opspad start: PORT ${port} on 127.0.0.1 is in use by another process. Stop that process, or set PORT to a free port.\n`,
+      });
+      for (const run of [wrongKey, second, samePort]) {
+        expect(run.stderr).toMatch(FAILURE_SHAPE);
+      }
 
       server.kill('SIGTERM');
       expect(await exited).toBe(0);

@@ -9,7 +9,9 @@ import SwaggerParser from '@apidevtools/swagger-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openApiDocument, openApiPath } from '../../src/api/openapi/document.ts';
 import { DOCUMENTED_TOOLS } from '../../src/api/openapi/routes.ts';
+import { SERVICE_INDEX } from '../../src/api/routes/home.ts';
 import { createClient, type OpspadClient } from '../../src/client/index.ts';
+import type { ServiceIndex } from '../../src/domain/conversation-output.ts';
 import { registeredRoutes } from '../helpers/app-routes.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { createExchangeChecker, type Exchange, recordingFetch } from '../helpers/openapi-check.ts';
@@ -72,6 +74,30 @@ describe('real requests and answers against the document (postgres)', () => {
   });
   afterAll(async () => {
     await harness?.close();
+  });
+
+  it('answers GET / with where things are: JSON for a client, a page of links for a browser', async () => {
+    const asJson = await fetch(`${harness.url}/`);
+    expect(asJson.status).toBe(200);
+    expect(asJson.headers.get('vary')).toMatch(/accept/i);
+    const index = (await asJson.json()) as ServiceIndex;
+    expect(index).toEqual(SERVICE_INDEX);
+    // Every link leads somewhere (the API and the operator's pages ask who is calling).
+    for (const [name, path] of Object.entries(index.links)) {
+      const response = await fetch(`${harness.url}${path}`);
+      await response.body?.cancel();
+      expect([200, 401], `${name} ${path}`).toContain(response.status);
+    }
+    const asPage = await fetch(`${harness.url}/`, {
+      headers: { accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8' },
+    });
+    expect(asPage.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(asPage.headers.get('content-security-policy')).toContain("default-src 'none'");
+    const page = await asPage.text();
+    // Relative links: they hold under a path prefix a proxy adds.
+    for (const path of Object.values(index.links).filter((path) => path !== index.links.api)) {
+      expect(page).toContain(`href="${path.slice(1)}"`);
+    }
   });
 
   it('serves the document at /openapi.json, to any origin', async () => {
@@ -160,6 +186,8 @@ describe('real requests and answers against the document (postgres)', () => {
 
     // The public pages and the operator's.
     const admin = { authorization: harness.adminAuthorization };
+    await record(`${harness.url}/`);
+    await record(`${harness.url}/`, { headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } });
     await record(`${harness.url}/openapi.json`);
     await record(`${harness.url}/docs`);
     await record(`${harness.url}/docs/assets/init.js`);

@@ -1,12 +1,13 @@
 /**
  * What operators and integrators see, with the jobs in Redis and then in Postgres: Bull Board
- * (queues, jobs, log lines) and /metrics behind basic auth, health and readiness, job payloads
+ * (queues, jobs, log lines, each queue's workers) and /metrics behind basic auth, health and readiness, job payloads
  * that carry ids only, and the webhook handler end to end through the workers against a real
  * local HTTP server.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { demoFails } from '../../src/handlers/demo.ts';
@@ -182,6 +183,39 @@ describe.each(QUEUE_BACKENDS)('operator surfaces and the webhook handler (postgr
     );
     expect(logs.status).toBe(200);
     expect(logs.body.join('\n')).toMatch(/(lane \d+ step \d+|operation completed): \d+ completed/);
+  });
+
+  it('lists the workers of every queue on Bull Board, whichever backend holds the jobs', async () => {
+    const auth = { headers: { authorization: harness.adminAuthorization } };
+    const listed = await harness.request<{ queues: { name: string; hasWorkers: boolean | null }[] }>(
+      '/admin/queues/api/queues',
+      auth,
+    );
+    // Not the board's "No workers" badge (false), nor "cannot tell" (null).
+    expect(Object.fromEntries(listed.body.queues.map((q) => [q.name, q.hasWorkers]))).toEqual({
+      demo: true,
+      reorganize: true,
+      webhook: true,
+    });
+    for (const name of ['demo', 'webhook', 'reorganize']) {
+      const { body } = await harness.request<{ workers: { name: string | null; addr: string; age: number }[] | null }>(
+        `/admin/queues/api/queues/${name}/workers`,
+        auth,
+      );
+      expect(body.workers?.length, name).toBeGreaterThan(0);
+      if (queue === 'postgres') {
+        // The one process running workers on this queue schema: this one, its slots on a batch queue.
+        const slots = name === 'reorganize' ? '' : ' · \\d+ slots';
+        expect(body.workers, name).toEqual([
+          {
+            id: expect.any(String),
+            name: expect.stringMatching(new RegExp(`^pid ${process.pid}${slots}$`)),
+            addr: hostname(),
+            age: expect.any(Number),
+          },
+        ]);
+      }
+    }
   });
 
   it('says on the board which batches recorded failed items, without failing (or retrying) their jobs', async () => {

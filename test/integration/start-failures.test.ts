@@ -1,13 +1,14 @@
 /**
  * A start that fails closes what it opened and says where it failed. Each case runs in a child
  * process that must end by itself — its event loop empty: no pool, socket, worker, timer or
- * listening server left behind — with exit code 1 and one line naming the step. The bound on
- * time is the test's timeout only.
+ * listening server left behind — with exit code 1 and one line naming the step, what was wrong
+ * (the setting involved) and what to do. The bound on time is the test's timeout only.
  *
  * Real failures through `opspad start` where the outside world can cause them (Redis or Postgres
  * unreachable, a database user who may not create tables, a handler module that throws while it
- * loads, the port taken, on Postgres and on the embedded database); every step of createOpspad,
- * in order, through its test hook (test/fixtures/start-failing-at.mjs).
+ * loads, on Postgres and on the embedded database); the port taken, refused before anything is
+ * opened; every step of createOpspad, in order, through its test hook
+ * (test/fixtures/start-failing-at.mjs).
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -88,22 +89,27 @@ describe('opspad start failing for real', () => {
     const failed = await run([BIN, 'start'], { ...services(), REDIS_URL: 'redis://127.0.0.1:1' });
     expect(failed.code, failed.stderr).toBe(1);
     expect(failed.stderr).toMatch(
-      /^opspad start failed at Redis: Redis at redis:\/\/127\.0\.0\.1:1\/? is not reachable/,
+      /^opspad start: failed at Redis: Redis at redis:\/\/127\.0\.0\.1:1\/? is not reachable .*\. Start it \(e\.g\. redis-server\), or set REDIS_URL to one that runs, or unset both to keep the jobs in Postgres\.\n$/,
     );
-    expect(failed.stderr.trim().split('\n')).toHaveLength(1);
   });
 
   it('at database, when DATABASE_URL does not answer', async () => {
-    const failed = await run([BIN, 'start'], { ...services(), DATABASE_URL: 'postgres://postgres@127.0.0.1:1/opspad' });
+    const failed = await run([BIN, 'start'], {
+      ...services(),
+      DATABASE_URL: 'postgres://postgres:not-shown@127.0.0.1:1/opspad',
+    });
     expect(failed.code, failed.stderr).toBe(1);
-    expect(failed.stderr).toBe('opspad start failed at database: connect ECONNREFUSED 127.0.0.1:1\n');
+    expect(failed.stderr).toBe(
+      'opspad start: failed at database: Postgres at 127.0.0.1:1 (DATABASE_URL) refused the connection. Check that Postgres runs there and that DATABASE_URL names its host and port, or unset DATABASE_URL to use the embedded database.\n',
+    );
   });
 
   it('at migrations, when the database user may not create tables', async () => {
     const failed = await run([BIN, 'start'], { ...services(), DATABASE_URL: restricted.url });
     expect(failed.code, failed.stderr).toBe(1);
-    expect(failed.stderr).toMatch(
-      /^opspad start failed at migrations: Failed query: CREATE SCHEMA IF NOT EXISTS "drizzle": permission denied for database opspad_test_nocreate_\w+\n$/,
+    const database = new URL(restricted.url).pathname.slice(1);
+    expect(failed.stderr).toBe(
+      `opspad start: failed at migrations: the user in DATABASE_URL may not create opspad's tables in database "${database}" (permission denied for database ${database}). Make it the database's owner (\`ALTER DATABASE "${database}" OWNER TO <that user>\`), or put a user who owns the database in DATABASE_URL.\n`,
     );
   });
 
@@ -111,26 +117,56 @@ describe('opspad start failing for real', () => {
     const failed = await run([BIN, 'start'], { ...services(), OPSPAD_HANDLERS: THROWING_HANDLER });
     expect(failed.code, failed.stderr).toBe(1);
     expect(failed.stderr).toBe(
-      `opspad start failed at handlers: OPSPAD_HANDLERS: loading ${THROWING_HANDLER} failed: the SMS client needs SMS_API_TOKEN\n`,
+      `opspad start: failed at handlers: OPSPAD_HANDLERS: loading ${THROWING_HANDLER} failed: the SMS client needs SMS_API_TOKEN. Fix what it names, then start it again.\n`,
     );
   });
 
-  it('at HTTP server, when the port is taken (Postgres and Redis)', async () => {
-    const failed = await run([BIN, 'start'], { ...services(), PORT: takenPort });
-    expect(failed.code, failed.stderr).toBe(1);
-    expect(failed.stderr).toBe(
-      `opspad start failed at HTTP server: listen EADDRINUSE: address already in use 127.0.0.1:${takenPort}\n`,
-    );
-  });
-
-  it('at HTTP server on the embedded database, closing PGlite, its queue and the control socket', async () => {
-    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-startfail-'));
+  it('before opening anything, when the port is taken: not one connection to Postgres or Redis', async () => {
+    let connections = 0;
+    const counter = createServer((socket) => {
+      connections += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => counter.listen(0, '127.0.0.1', resolve));
+    const counted = (counter.address() as { port: number }).port;
     try {
-      const failed = await run([BIN, 'start'], { OPSPAD_DATA_DIR: dataDir, PORT: takenPort });
+      const failed = await run([BIN, 'start'], {
+        DATABASE_URL: `postgres://127.0.0.1:${counted}/opspad`,
+        REDIS_URL: `redis://127.0.0.1:${counted}`,
+        PORT: takenPort,
+      });
       expect(failed.code, failed.stderr).toBe(1);
       expect(failed.stderr).toBe(
-        `opspad start failed at HTTP server: listen EADDRINUSE: address already in use 127.0.0.1:${takenPort}\n`,
+        `opspad start: PORT ${takenPort} on 127.0.0.1 is in use by another process. Stop that process, or set PORT to a free port.\n`,
       );
+      expect(connections).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => counter.close(() => resolve()));
+    }
+  });
+
+  it('before opening the embedded database, when the port is taken: its folder is not created', async () => {
+    const parent = mkdtempSync(join(tmpdir(), 'opspad-startfail-'));
+    try {
+      const failed = await run([BIN, 'start'], { OPSPAD_DATA_DIR: join(parent, 'data'), PORT: takenPort });
+      expect(failed.code, failed.stderr).toBe(1);
+      expect(failed.stderr).toMatch(/^opspad start: PORT \d+ on 127\.0\.0\.1 is in use by another process\. /);
+      expect(readdirSync(parent)).toEqual([]);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
+  });
+
+  it('at handlers on the embedded database, closing PGlite, its queue and the control socket', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-startfail-'));
+    try {
+      const failed = await run([BIN, 'start'], {
+        OPSPAD_DATA_DIR: dataDir,
+        PORT: '0',
+        OPSPAD_HANDLERS: THROWING_HANDLER,
+      });
+      expect(failed.code, failed.stderr).toBe(1);
+      expect(failed.stderr).toMatch(/^opspad start: failed at handlers: OPSPAD_HANDLERS: loading /);
       // The control socket went with it: the next start is not told another process holds the database.
       expect(readdirSync(dataDir)).not.toContain('control.sock');
     } finally {

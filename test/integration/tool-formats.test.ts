@@ -162,6 +162,8 @@ describe('opspad tools print', () => {
   it('refuses an unknown format (exit 2), naming --format and printing nothing', async () => {
     const refused = await print('--format', 'gemini');
     expect(refused).toMatchObject({ code: 2, stdout: '' });
-    expect(refused.stderr).toContain('--format must be one of: opspad, openai, openai-responses, anthropic');
+    expect(refused.stderr).toMatch(
+      /^opspad tools print: --format "gemini" is not a format opspad knows\. Use one of: opspad, openai, openai-responses, anthropic\.\n/,
+    );
   });
 });

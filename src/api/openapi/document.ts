@@ -122,9 +122,10 @@ function errorResponses(codes: readonly ErrorCode[], components: Components): Re
 function operation(route: RouteSpec, components: Components): JsonObject {
   const responses: Record<string, JsonObject> = {};
   for (const [status, response] of Object.entries(route.responses)) {
-    const content = response.json
-      ? { 'application/json': { schema: components.ref(response.json, 'output') } }
-      : response.other
+    // JSON, another media type, or both (negotiated: `GET /`).
+    const content = {
+      ...(response.json ? { 'application/json': { schema: components.ref(response.json, 'output') } } : {}),
+      ...(response.other
         ? {
             [response.other.contentType]: {
               schema: {
@@ -133,11 +134,12 @@ function operation(route: RouteSpec, components: Components): JsonObject {
               },
             },
           }
-        : undefined;
+        : {}),
+    };
     responses[status] = {
       description: response.description,
       ...(response.headers ? { headers: response.headers } : {}),
-      ...(content ? { content } : {}),
+      ...(Object.keys(content).length > 0 ? { content } : {}),
     };
   }
   Object.assign(responses, errorResponses(route.errors, components));
@@ -193,7 +195,7 @@ export function openApiDocument(): JsonObject {
       { name: 'Scratchpad', description: 'The structured scratchpad: goals, open items, facts, refs.' },
       { name: 'Notes', description: 'Executions of the notes scratchpad.' },
       { name: 'Health', description: 'Liveness and readiness.' },
-      { name: 'Reference', description: 'This document.' },
+      { name: 'Reference', description: 'This document, and the index of where things are.' },
       {
         name: 'Operator',
         description: 'Operator pages, behind basic auth (OPSPAD_ADMIN_USER, OPSPAD_ADMIN_PASSWORD).',

@@ -1,6 +1,6 @@
 /** The routes outside /v1: health, this document and its page, and the operator pages. */
 import { z } from 'zod';
-import { Liveness, Readiness } from '../../domain/conversation-output.ts';
+import { Liveness, Readiness, ServiceIndex } from '../../domain/conversation-output.ts';
 import {
   ACTIONS as OPERATOR_ACTIONS,
   ActionForm as OperatorActionForm,
@@ -15,6 +15,22 @@ import type { RouteSpec } from './route-spec.ts';
 const html = (description: string) => ({ description, other: { contentType: 'text/html' } });
 
 export const PUBLIC_ROUTES: RouteSpec[] = [
+  {
+    method: 'get',
+    path: '/',
+    operationId: 'service_index',
+    summary: 'Where things are: a page of links for a browser, their paths as JSON for anyone else',
+    tag: 'Reference',
+    auth: 'none',
+    responses: {
+      200: {
+        description: 'HTML when the request prefers it (a browser), else JSON.',
+        json: { name: 'ServiceIndex', schema: ServiceIndex },
+        other: { contentType: 'text/html' },
+      },
+    },
+    errors: [],
+  },
   {
     method: 'get',
     path: '/healthz',

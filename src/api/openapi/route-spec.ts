@@ -23,7 +23,7 @@ export interface ResponseSpec {
   description: string;
   /** JSON bodies: a named schema. */
   json?: Named;
-  /** Other bodies: the media type and a description of what it holds. */
+  /** Other bodies (beside JSON, when the answer is negotiated): the media type and what it holds. */
   other?: { contentType: string; description?: string };
   headers?: Record<string, { description: string; schema: Record<string, unknown> }>;
 }
