@@ -258,7 +258,14 @@ function conversationAttack(method: string, w: World, suffix: string, body?: unk
 }
 
 /** Routes outside /v1 anyone may call. */
-const PUBLIC_ROUTES = ['GET /docs', 'GET /docs/assets/:file', 'GET /healthz', 'GET /openapi.json', 'GET /readyz'];
+const PUBLIC_ROUTES = [
+  'GET /',
+  'GET /docs',
+  'GET /docs/assets/:file',
+  'GET /healthz',
+  'GET /openapi.json',
+  'GET /readyz',
+];
 /** Routes and mounts of the operator pages, behind basic auth. */
 const OPERATOR_ROUTES = [
   'GET /admin/operations',
