@@ -369,7 +369,7 @@ describe('opspad demo with nothing but Node', () => {
 
 describe('opspad start on the embedded database, with nothing but Node', () => {
   it('serves the API, creates keys beside it through the control socket, and stops on SIGTERM', {
-    timeout: 120_000,
+    timeout: 240_000,
   }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'opspad-start-'));
     const port = String(20_000 + Math.floor(Math.random() * 20_000));
