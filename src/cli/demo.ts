@@ -11,11 +11,11 @@ import { BOARD_PATH } from '../api/board.ts';
 import { OPERATIONS_PAGE_PATH } from '../api/operator-view/html.ts';
 import { createLogger } from '../logger.ts';
 import type { CreatedApiKey } from '../store/index.ts';
-import { UsageError } from './failure.ts';
+import { EXIT_CODES, UsageError } from './failure.ts';
 import { keyCommand } from './keys.ts';
 import { runKeyCommand } from './local-control.ts';
 import { boardLine, startLocal } from './local-service.ts';
-import { EXIT_CODES, exitOnSignals, shutdownAndExit, shutdownInProgress } from './process-exit.ts';
+import { exitOnSignals, shutdownAndExit, shutdownInProgress } from './process-exit.ts';
 import type { DemoOptions } from './program.ts';
 import { settingsFor } from './settings.ts';
 import {
@@ -47,7 +47,7 @@ export async function demo(options: DemoOptions): Promise<number> {
   const serviceConfig = running ? undefined : settingsFor('start');
   // Logs would tear the progress bar apart: only warnings from a service started here.
   const logger = createLogger('warn');
-  const stopping = { logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT };
+  const stopping = { command: 'opspad demo', logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT };
   // A signal stops the service started here within the bound, as it stops `opspad start`.
   const signals = serviceConfig ? exitOnSignals(stopping) : undefined;
   const local = serviceConfig ? await startLocal(serviceConfig, logger, 'all') : undefined;

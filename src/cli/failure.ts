@@ -10,9 +10,14 @@
  * remedy that says at least where to look.
  */
 import { ProblemError, sentence } from '../domain/problem-error.ts';
-import { EXIT_CODES } from './process-exit.ts';
 
 export { ProblemError };
+
+/**
+ * 0 done; 1 failed; 2 used wrongly; 3 a shutdown that ran out of time (process-exit.ts); 130
+ * (128 + SIGINT) interrupted with Ctrl-C while following an operation, which goes on.
+ */
+export const EXIT_CODES = { ok: 0, stepFailed: 1, usage: 2, shutdownTimedOut: 3, interrupted: 130 } as const;
 
 /** A command that cannot go on: printed in the one shape, then the process exits with `exitCode`. */
 export class CommandError extends ProblemError {

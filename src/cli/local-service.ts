@@ -13,10 +13,9 @@ import type { ShutdownStep } from '../shutdown.ts';
 import { startSequence } from '../start-steps.ts';
 import { type OpspadDatabase, openConnectedDatabase, runMigrations } from '../store/index.ts';
 import { databaseOpenProblem, migrationProblem } from './database-problem.ts';
-import { CommandError } from './failure.ts';
+import { CommandError, EXIT_CODES } from './failure.ts';
 import { ensureEmbeddedDatabaseFree, listenLocalControl } from './local-control.ts';
 import { assertCanServe } from './port-check.ts';
-import { EXIT_CODES } from './process-exit.ts';
 
 /** Opens the configured database, refusing an embedded one another process holds. */
 export async function openDatabaseFree(config: DatabaseSettings): Promise<OpspadDatabase> {

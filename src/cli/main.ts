@@ -13,9 +13,8 @@
 import { type Command, CommanderError, type Option } from 'commander';
 import { ConfigError } from '../config/config-error.ts';
 import { describeFailure, StartFailedError } from '../start-steps.ts';
-import { CommandError, failureText, ProblemError, UsageError } from './failure.ts';
+import { CommandError, EXIT_CODES, failureText, ProblemError, UsageError } from './failure.ts';
 import { listenProblem } from './port-check.ts';
-import { EXIT_CODES } from './process-exit.ts';
 import { allCommands, buildProgram, commandPath, type ExitCode } from './program.ts';
 
 /** Help and the version were asked for: not an error. */

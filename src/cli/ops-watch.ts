@@ -1,6 +1,5 @@
 /** `opspad ops watch <operation_id>`: the live progress bar of an operation, until it ends. */
-import { UsageError } from './failure.ts';
-import { EXIT_CODES } from './process-exit.ts';
+import { EXIT_CODES, UsageError } from './failure.ts';
 import type { ClientOptions } from './program.ts';
 import { settingsFor } from './settings.ts';
 import { abortOnSignals, howFar, stoppedEarly, watchOperation } from './watch.ts';

@@ -9,22 +9,23 @@
  * that does not end within the bound is given up on like any other step ("start-up").
  *
  * Exit codes: 0 stopped cleanly; 1 a step failed (logged) but everything was closed;
- * 3 the bound passed, with one line on stderr naming the step still pending (the process then
- * exits with that step's connections still open: exiting closes them); 128 + the signal's number
- * (130 for SIGINT, 143 for SIGTERM) when a second signal cuts the shutdown short.
+ * 3 the bound passed, with one line on stderr naming the step still pending, in the shape of
+ * every failure (failure.ts; the process then exits with that step's connections still open:
+ * exiting closes them); 128 + the signal's number (130 for SIGINT, 143 for SIGTERM) when a second
+ * signal cuts the shutdown short.
  */
 import { constants } from 'node:os';
 import { stdoutLogSink, writeStderr } from '../log-sink.ts';
 import type { Logger } from '../logger.ts';
 import { runShutdown, type ShutdownStep } from '../shutdown.ts';
-
-/** `interrupted`: 128 + SIGINT, a command the user stopped with Ctrl-C (its work goes on elsewhere). */
-export const EXIT_CODES = { ok: 0, stepFailed: 1, usage: 2, shutdownTimedOut: 3, interrupted: 130 } as const;
+import { EXIT_CODES, failureText } from './failure.ts';
 
 /** What a second signal names while start-up has not ended. */
 const START_UP = 'start-up';
 
 export interface ExitOptions {
+  /** `opspad start`: what the lines on stderr begin with. */
+  command: string;
   logger: Logger;
   /** The bound, counted from the signal (or from the call, without one). */
   timeoutMs: number;
@@ -34,9 +35,13 @@ export interface ExitOptions {
 const progress: { step: string } = { step: START_UP };
 let exiting: Promise<never> | undefined;
 
-function giveUp(step: string, timeoutMs: number): never {
+function giveUp(command: string, step: string, timeoutMs: number): never {
   writeStderr(
-    `opspad: shutdown gave up after ${timeoutMs} ms waiting for "${step}" (exit code ${EXIT_CODES.shutdownTimedOut})`,
+    failureText(
+      command,
+      `shutdown gave up after ${timeoutMs} ms waiting for "${step}" (exit code ${EXIT_CODES.shutdownTimedOut})`,
+      `Its connections close as the process exits; if "${step}" needs longer, raise OPSPAD_SHUTDOWN_TIMEOUT`,
+    ).trimEnd(),
   );
   return process.exit(EXIT_CODES.shutdownTimedOut);
 }
@@ -59,7 +64,7 @@ export function shutdownAndExit(
       },
     });
     if (report.stuck) {
-      return giveUp(report.stuck, options.timeoutMs);
+      return giveUp(options.command, report.stuck, options.timeoutMs);
     }
     const code = report.failed.length > 0 ? EXIT_CODES.stepFailed : (options.exitCode ?? EXIT_CODES.ok);
     options.logger.info({ exit_code: code, elapsed_ms: Date.now() - since }, 'stopped');
@@ -99,7 +104,7 @@ export function exitOnSignals(options: ExitOptions): SignalHandling {
 
   const onSignal = (signal: NodeJS.Signals) => {
     if (signalledAt !== undefined) {
-      writeStderr(`opspad: second ${signal}: exiting now without waiting for "${progress.step}"`);
+      writeStderr(`${options.command}: second ${signal}: exiting now without waiting for "${progress.step}"`);
       process.exit(128 + (constants.signals[signal] ?? 0));
     }
     signalledAt = Date.now();
@@ -111,7 +116,7 @@ export function exitOnSignals(options: ExitOptions): SignalHandling {
       stop(steps);
     } else {
       // Unref'd: a start-up that fails lets the process exit with its own code.
-      startUpBound = setTimeout(() => giveUp(START_UP, options.timeoutMs), options.timeoutMs).unref();
+      startUpBound = setTimeout(() => giveUp(options.command, START_UP, options.timeoutMs), options.timeoutMs).unref();
     }
   };
   process.on('SIGINT', onSignal);

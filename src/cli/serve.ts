@@ -16,7 +16,11 @@ export async function serve(role: 'all' | 'worker'): Promise<number> {
   await assertCanServe(config, role);
   const { boardLine, metricsLine, startLocal } = await import('./local-service.ts');
   const logger = createLogger(config.OPSPAD_LOG_LEVEL);
-  const signals = exitOnSignals({ logger, timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT });
+  const signals = exitOnSignals({
+    command: `opspad ${role === 'all' ? 'start' : 'worker'}`,
+    logger,
+    timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT,
+  });
   const service = await startLocal(config, logger, role);
   if (service.opspad.url) {
     writeStderr(`\n${boardLine(service.opspad)}\n`);

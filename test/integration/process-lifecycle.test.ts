@@ -244,7 +244,9 @@ describe('a shutdown step that never ends', () => {
     const worker = await stubbornWorker(bound);
     const exit = await terminate(worker.process, worker.exited, bound);
     expect(exit, worker.stderr()).toEqual({ code: 3, signal: null });
-    expect(worker.stderr()).toContain(`opspad: shutdown gave up after ${bound} ms waiting for "workers" (exit code 3)`);
+    expect(worker.stderr()).toContain(
+      `opspad worker: shutdown gave up after ${bound} ms waiting for "workers" (exit code 3). Its connections close as the process exits; if "workers" needs longer, raise OPSPAD_SHUTDOWN_TIMEOUT.\n`,
+    );
   });
 
   it('a second SIGTERM during shutdown exits at once with 143, naming the step it did not wait for', async () => {
@@ -253,7 +255,7 @@ describe('a shutdown step that never ends', () => {
     await worker.waitForLine((line) => logMessage(line)?.startsWith('shutting down') === true, 'shutdown to begin');
     const exit = await terminate(worker.process, worker.exited);
     expect(exit).toEqual({ code: 143, signal: null });
-    expect(worker.stderr()).toContain('opspad: second SIGTERM: exiting now without waiting for "workers"');
+    expect(worker.stderr()).toContain('opspad worker: second SIGTERM: exiting now without waiting for "workers"');
   });
 
   it('a Redis that stops answering: exits with code 3 within the bound, naming a step that waits on Redis', async () => {
@@ -269,7 +271,7 @@ describe('a shutdown step that never ends', () => {
     expect(exit, `${worker.stderr()}\n${worker.lines.join('\n')}`).toEqual({ code: 3, signal: null });
     expect(worker.stderr()).toMatch(
       new RegExp(
-        `opspad: shutdown gave up after ${bound} ms waiting for "(workers|reorganize worker|reconciler|queues)"`,
+        `opspad worker: shutdown gave up after ${bound} ms waiting for "(workers|reorganize worker|reconciler|queues)"`,
       ),
     );
   });
