@@ -106,6 +106,12 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
     queues: deps.queues,
     scratchpad: { ...deps.reorganizeDeps, onReorganizeDue: deps.onReorganizeDue },
     contextMaxTokens: config.OPSPAD_CONTEXT_MAX_TOKENS,
+    mcp: {
+      publicUrl: config.OPSPAD_PUBLIC_URL,
+      host: config.HOST,
+      allowedOrigins: config.OPSPAD_MCP_ALLOWED_ORIGINS,
+      sessions: { maxSessions: config.OPSPAD_MCP_MAX_SESSIONS, idleMs: config.OPSPAD_MCP_SESSION_IDLE },
+    },
     rateLimit: rateLimitPerKey(queueBackend.counter, config.OPSPAD_RATE_LIMIT, logger),
     authFailures: authFailureLimiter(queueBackend.counter, config.OPSPAD_AUTH_FAILURE_LIMIT, logger),
     apiKeyCacheTtlMs: config.OPSPAD_API_KEY_CACHE_TTL,

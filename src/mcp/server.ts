@@ -139,7 +139,7 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
         return textResult(problem.message, true);
       }
       if (answer.ok) {
-        router.answered(name, call, answer.body);
+        await router.answered(name, call, answer.body);
       } else {
         log?.(`${name}: opspad answered ${answer.status}`);
       }

@@ -49,7 +49,10 @@ export async function createApiKey(db: Queryable, organizationName: string): Pro
 
 export interface Principal {
   organizationId: string;
+  /** The API key's id; for an OAuth access token, its grant's id (what rate limits count by). */
   keyId: string;
+  /** Set when the credential is an OAuth access token of `/mcp`: the grant it belongs to. */
+  grantId?: string;
 }
 
 /**
