@@ -22,6 +22,8 @@ export interface BearerOptions {
   verifyOther?: (token: string) => Promise<Principal | null>;
   /** What the 401 tells a caller who sent nothing. */
   missing?: string;
+  /** What the 401 tells a caller whose credential was refused. */
+  refused?: string;
 }
 
 export function requireBearer(db: Database, options: BearerOptions = {}): RequestHandler {
@@ -46,7 +48,7 @@ export function requireBearer(db: Database, options: BearerOptions = {}): Reques
       throw new AppError(
         'unauthorized',
         match
-          ? 'The API key is not valid or was revoked.'
+          ? (options.refused ?? 'The API key is not valid or was revoked.')
           : (options.missing ?? 'Send an API key as "Authorization: Bearer <api_key>".'),
       );
     }

@@ -10,7 +10,7 @@ import { findUnstorableValue, unstorableValueError } from '../domain/validation.
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Database } from '../store/index.ts';
-import { failedItemsByType } from '../store/index.ts';
+import { authenticateOAuthToken, failedItemsByType } from '../store/index.ts';
 import { OPERATION_TOOL_NAME } from '../tools/operation-tool.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey, requireBearer } from './auth.ts';
@@ -20,8 +20,9 @@ import { BOARD_PATH, createBoardRouter, redirectRenamedQueues } from './board.ts
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
 import { jsonBody, otherBodyLimit } from './json-body.ts';
 import { mcpRouter } from './mcp/mcp-route.ts';
+import { issuerOf, oauthRouter, oauthServable } from './mcp/oauth-routes.ts';
 import { PROTECTED_RESOURCE_PATH, protectedResourceMetadata } from './mcp/protected-resource.ts';
-import { publicAddress } from './mcp/public-address.ts';
+import { hostForUrl, publicAddress } from './mcp/public-address.ts';
 import { docsRouter } from './openapi/docs-route.ts';
 import { operationToolBody as operationToolBodyReader } from './operation-body.ts';
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
@@ -79,6 +80,8 @@ export interface HostedMcpOptions {
   allowedOrigins: readonly string[];
   /** OPSPAD_MCP_MAX_SESSIONS, OPSPAD_MCP_SESSION_IDLE */
   sessions: { maxSessions: number; idleMs: number };
+  /** The OAuth flow (OPSPAD_OAUTH, its token lifetimes, the registration bound); off when absent. */
+  oauth?: { tokenTtlMs: number; refreshTtlMs: number; registrationLimit?: RequestHandler };
 }
 
 const DEFAULT_MCP: HostedMcpOptions = {
@@ -196,9 +199,33 @@ export function createApp(deps: AppDeps): express.Express {
     maxTokens: deps.contextMaxTokens ?? CONTEXT_MAX_TOKENS_DEFAULT,
   };
   const resourceMetadataUrl = (req: express.Request) => `${address.origin(req)}${PROTECTED_RESOURCE_PATH}`;
+  const oauth =
+    mcpOptions.oauth && oauthServable(mcpOptions.publicUrl ?? `http://${hostForUrl(mcpOptions.host)}`)
+      ? mcpOptions.oauth
+      : undefined;
+  if (mcpOptions.oauth && !oauth) {
+    deps.logger.warn(
+      { public_url: mcpOptions.publicUrl },
+      'OAuth for /mcp is not served: it needs an https OPSPAD_PUBLIC_URL (or a loopback one); clients use API keys',
+    );
+  }
   app.get(PROTECTED_RESOURCE_PATH, address.guard, (req, res) => {
-    res.json(protectedResourceMetadata(address.mcpUrl(req), []));
+    res.json(protectedResourceMetadata(address.mcpUrl(req), oauth ? [issuerOf(address.origin(req))] : []));
   });
+  if (oauth) {
+    app.use(
+      oauthRouter({
+        db: deps.db,
+        address,
+        operatorAuth: adminAuth,
+        operator: deps.admin.user,
+        readOnly,
+        tokenTtlMs: oauth.tokenTtlMs,
+        refreshTtlMs: oauth.refreshTtlMs,
+        registrationLimit: oauth.registrationLimit,
+      }),
+    );
+  }
   const mcp = express.Router();
   mcp.use(address.guard);
   mcp.use(traceRequests());
@@ -206,6 +233,9 @@ export function createApp(deps: AppDeps): express.Express {
     requireBearer(deps.db, {
       failures: deps.authFailures,
       cacheTtlMs: deps.apiKeyCacheTtlMs,
+      verifyOther: oauth ? (token) => authenticateOAuthToken(deps.db, token) : undefined,
+      missing: 'Send an API key (or an OAuth access token) as "Authorization: Bearer <token>".',
+      refused: 'The API key or access token is not valid, expired or was revoked.',
       challenge: (req, given) =>
         `Bearer realm="opspad", ${given ? 'error="invalid_token", ' : ''}resource_metadata="${resourceMetadataUrl(req)}"`,
     }),

@@ -21,7 +21,8 @@ export interface PublicAddressSettings {
 
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]'];
 
-function hostForUrl(host: string): string {
+/** HOST as a URL writes it (an IPv6 address in brackets; a wildcard as loopback). */
+export function hostForUrl(host: string): string {
   if (host.includes(':') && !host.startsWith('[')) {
     return `[${host}]`; // an IPv6 address
   }

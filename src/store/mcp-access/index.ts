@@ -8,3 +8,4 @@
  * refresh token) it spends before it inserts the new tokens, in one transaction.
  */
 export * from './mcp-session-repo.ts';
+export * from './oauth-repo.ts';

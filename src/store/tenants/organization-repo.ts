@@ -137,3 +137,16 @@ export async function revokeApiKey(db: Queryable, keyIdOrKey: string): Promise<A
   }
   return revoked;
 }
+
+/** The first `limit` organizations by name (what an operator chooses from, e.g. granting an OAuth client). */
+export async function organizationsByName(db: Queryable, limit: number): Promise<{ id: string; name: string }[]> {
+  return db.query('SELECT id, name FROM organization ORDER BY name LIMIT $1', [limit]);
+}
+
+/** An organization by its name, or null. */
+export async function organizationByName(db: Queryable, name: string): Promise<{ id: string; name: string } | null> {
+  const rows = await db.query<{ id: string; name: string }>('SELECT id, name FROM organization WHERE name = $1', [
+    name,
+  ]);
+  return rows[0] ?? null;
+}
