@@ -206,6 +206,17 @@ describe('/mcp over Streamable HTTP', () => {
     const unknown = await asB(randomUUID());
     expect(stolen.status).toBe(404);
     expect([stolen.status, stolen.text]).toEqual([unknown.status, unknown.text]);
+    // Nor can B end it.
+    const endAs = (sessionId: string) =>
+      raw.send({
+        method: 'DELETE',
+        path: '/mcp',
+        headers: { ...MCP_HEADERS, authorization: `Bearer ${b.apiKey}`, 'mcp-session-id': sessionId },
+      });
+    const ended = await endAs(sessionA.sessionId);
+    const endedUnknown = await endAs(randomUUID());
+    expect([ended.status, ended.text]).toEqual([endedUnknown.status, endedUnknown.text]);
+    expect((await sessionA.call('read_working_memory')).result.isError).toBeFalsy();
   });
 
   it('answers no key, a bad key and a revoked key with 401 and the protected-resource metadata', async () => {

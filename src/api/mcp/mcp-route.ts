@@ -13,7 +13,8 @@
  * own, or the one pinned at `initialize` by `X-Opspad-Conversation` or `?conversation=`.
  *
  * GET answers 405: this server sends no message of its own outside a request's response stream,
- * so there is nothing for a standalone stream to carry. DELETE ends the session.
+ * so there is nothing for a standalone stream to carry. DELETE ends the session. (The table of
+ * the OpenAPI document: src/api/openapi/mcp-routes.ts.)
  */
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
@@ -202,7 +203,7 @@ export function mcpRouter(deps: McpRouteDeps): Router {
     res.status(200).end();
   });
 
-  router.all('/', (_req, res) => {
+  router.get('/', (_req, res) => {
     res.set('Allow', 'POST, DELETE');
     jsonRpcRefusal(
       res,
