@@ -193,7 +193,7 @@ export function openApiDocument(): JsonObject {
       {
         name: 'MCP',
         description:
-          'opspad’s MCP server over Streamable HTTP, for hosted assistants: an API key or an OAuth access token (docs/hosted-mcp.md).',
+          'opspad’s MCP server over Streamable HTTP, for hosted assistants: an API key or an OAuth access token (docs/assistants.md, Hosted assistants).',
       },
       { name: 'Scratchpad', description: 'The structured scratchpad: goals, open items, facts, refs.' },
       { name: 'Notes', description: 'Executions of the notes scratchpad.' },
