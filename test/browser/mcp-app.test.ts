@@ -47,7 +47,7 @@ describe('the operation app in a browser, with ext-apps’ host bridge', () => {
     await harness?.close();
   });
 
-  it('shows the counts of a tool result, and pauses the operation from its button', async () => {
+  it('shows the counts of a tool result, and pauses the operation from its button', { timeout: 240_000 }, async () => {
     const tenant = await harness.newTenant();
     session = await connectMcp(`${harness.url}/mcp?conversation=${randomUUID()}`, tenant.apiKey);
     const tools = (await session.client.listTools()).tools;
@@ -122,7 +122,7 @@ describe('the operation app in a browser, with ext-apps’ host bridge', () => {
     await bridge.sendToolResult(shown.result as CallToolResult);
 
     const view = page.frameLocator('#view');
-    await view.locator('#completed', { hasText: /^2$/ }).waitFor({ timeout: 15_000 });
+    await view.locator('#completed', { hasText: /^2$/ }).waitFor({ timeout: 60_000 });
     expect(await view.locator('#failed').textContent()).toBe('1');
     expect(await view.locator('#remaining').textContent()).toBe('3');
     expect(await view.locator('#total').textContent()).toBe('6');
@@ -132,7 +132,7 @@ describe('the operation app in a browser, with ext-apps’ host bridge', () => {
     expect(await view.locator('#failures b').count()).toBe(0);
 
     await view.locator('#pause:not([disabled])').click();
-    await view.locator('#status', { hasText: /^paused$/ }).waitFor({ timeout: 15_000 });
+    await view.locator('#status', { hasText: /^paused$/ }).waitFor({ timeout: 60_000 });
     const [row] = await harness.db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
       operationId,
     ]);

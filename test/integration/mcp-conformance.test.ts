@@ -47,7 +47,8 @@ describe('the MCP conformance suite against /mcp', () => {
   });
 
   for (const scenario of SCENARIOS) {
-    it(`passes ${scenario}`, async () => {
+    // One run starts a Node 22 process and the suite: about 5 s alone, 40 s on a busy machine.
+    it(`passes ${scenario}`, { timeout: 180_000 }, async () => {
       const { checks, exitCode, output } = await runConformanceScenario(`${proxy.url}/mcp`, scenario);
       expect(checks.length, output).toBeGreaterThan(0);
       const failed = checks.filter((check) => check.status !== 'SUCCESS' && check.status !== 'INFO');

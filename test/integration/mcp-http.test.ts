@@ -5,7 +5,8 @@
  * - The seed flow (create, progress, update, complete) runs over it, each call landing in the
  *   session's conversation, with the counts at the database.
  * - A session is a row: a second API process over the same database continues it, with what it
- *   learnt (an omitted operation_id filled in); DELETE ends it.
+ *   learnt (an omitted operation_id filled in); DELETE ends it; an organization keeps at most
+ *   OPSPAD_MCP_MAX_SESSIONS of them, and an idle one ends.
  * - Two organizations' keys never see each other's operations, conversations or sessions: a
  *   foreign id is answered byte for byte as a random one.
  * - No key, a bad key, a revoked key: 401 with `WWW-Authenticate` naming the protected-resource
@@ -13,7 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { revokeApiKey } from '../../src/store/index.ts';
+import { findMcpSession, openMcpSession, revokeApiKey, touchMcpSession } from '../../src/store/index.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { connectMcp, type McpHttpSession } from '../helpers/mcp-http.ts';
 import { type RawClient, rawClient } from '../helpers/raw-http.ts';
@@ -155,6 +156,26 @@ describe('/mcp over Streamable HTTP', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
     });
     expect(after.status).toBe(404);
+  });
+
+  it('keeps at most OPSPAD_MCP_MAX_SESSIONS sessions per organization, closing the least recently used', async () => {
+    const tenant = await harness.newTenant();
+    const bounds = { maxSessions: 2, idleMs: 3_600_000 };
+    const open = () =>
+      openMcpSession(
+        harness.db,
+        tenant.organizationId,
+        { homeConversationId: randomUUID(), pinned: false, clientName: null },
+        bounds,
+      );
+    const first = await open();
+    const second = await open();
+    await touchMcpSession(harness.db, tenant.organizationId, first); // now the second is the least recently used
+    const third = await open();
+    const live = async (id: string) =>
+      (await findMcpSession(harness.db, tenant.organizationId, id, bounds.idleMs)) !== null;
+    expect([await live(first), await live(second), await live(third)]).toEqual([true, false, true]);
+    expect(await findMcpSession(harness.db, tenant.organizationId, first, 1)).toBeNull(); // idle longer than 1 ms
   });
 
   it('pins a conversation chosen at initialize', async () => {
