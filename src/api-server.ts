@@ -8,7 +8,7 @@ import type { Server } from 'node:http';
 import { authFailureLimiter } from './api/auth-failures.ts';
 import type { AdminCredentials } from './api/basic-auth.ts';
 import { createApp } from './api/create-app.ts';
-import { rateLimitPerKey } from './api/rate-limit.ts';
+import { rateLimitPerAddress, rateLimitPerKey } from './api/rate-limit.ts';
 import { streamSlots } from './api/stream-slots.ts';
 import type { ApiSettings, SERVICE_PARTS, Settings } from './config/env.ts';
 import { sizeLimitsOf } from './domain/size-limits.ts';
@@ -107,6 +107,27 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
     registeredWorkers: queueBackend.registeredWorkers,
     scratchpad: { ...deps.reorganizeDeps, onReorganizeDue: deps.onReorganizeDue },
     contextMaxTokens: config.OPSPAD_CONTEXT_MAX_TOKENS,
+    mcp: {
+      publicUrl: config.OPSPAD_PUBLIC_URL,
+      host: config.HOST,
+      allowedOrigins: config.OPSPAD_MCP_ALLOWED_ORIGINS,
+      sessions: { maxSessions: config.OPSPAD_MCP_MAX_SESSIONS, idleMs: config.OPSPAD_MCP_SESSION_IDLE },
+      oauth: config.OPSPAD_OAUTH
+        ? {
+            tokenTtlMs: config.OPSPAD_OAUTH_TOKEN_TTL,
+            refreshTtlMs: config.OPSPAD_OAUTH_REFRESH_TTL,
+            registrationLimit: rateLimitPerAddress(
+              queueBackend.counter,
+              config.OPSPAD_OAUTH_REGISTRATION_LIMIT,
+              logger,
+              {
+                name: 'oauth-registration',
+                variable: 'OPSPAD_OAUTH_REGISTRATION_LIMIT',
+              },
+            ),
+          }
+        : undefined,
+    },
     rateLimit: rateLimitPerKey(queueBackend.counter, config.OPSPAD_RATE_LIMIT, logger),
     authFailures: authFailureLimiter(queueBackend.counter, config.OPSPAD_AUTH_FAILURE_LIMIT, logger),
     apiKeyCacheTtlMs: config.OPSPAD_API_KEY_CACHE_TTL,

@@ -23,6 +23,7 @@ const PART_TITLES: Record<PartName, string> = {
   workers: 'Workers',
   reorganizer: 'Scratchpad reorganization',
   api: 'HTTP API',
+  hostedMcp: 'Hosted MCP and OAuth',
   signIn: 'Sign-in',
   admin: 'Operator sign-in',
   telemetry: 'Metrics and traces',

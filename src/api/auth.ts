@@ -1,39 +1,64 @@
 /**
- * Bearer API-key authentication for `/v1`. The resolved organization is the only scope a
- * request ever works in: handlers read it from `res.locals.principal`, never from the body.
- * An address past its failed sign-ins is refused before its key is looked up (auth-failures.ts).
+ * Bearer authentication for `/v1` (API keys) and `/mcp` (API keys and OAuth access tokens). The
+ * resolved organization is the only scope a request ever works in: handlers read it from
+ * `res.locals.principal`, never from the body. An address past its failed sign-ins is refused
+ * before its credential is looked up (auth-failures.ts).
  */
-import type { RequestHandler, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { AppError } from '../domain/errors.ts';
 import { authenticateApiKey, type Database, type Principal } from '../store/index.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
 
-/**
- * `cacheTtlMs` (OPSPAD_API_KEY_CACHE_TTL): how long a key found stays trusted without a lookup;
- * a key revoked by another process is refused within that long (store/tenants/api-key-cache.ts).
- */
-export function requireApiKey(db: Database, failures?: AuthFailureLimiter, cacheTtlMs = 0): RequestHandler {
+export interface BearerOptions {
+  failures?: AuthFailureLimiter;
+  /**
+   * OPSPAD_API_KEY_CACHE_TTL: how long a key found stays trusted without a lookup; a key revoked
+   * by another process is refused within that long (store/tenants/api-key-cache.ts).
+   */
+  cacheTtlMs?: number;
+  /** The `WWW-Authenticate` value of a 401 (`given`: a credential was sent and refused). */
+  challenge?: (req: Request, given: boolean) => string;
+  /** Another kind of token this surface accepts (OAuth access tokens on /mcp), or null. */
+  verifyOther?: (token: string) => Promise<Principal | null>;
+  /** What the 401 tells a caller who sent nothing. */
+  missing?: string;
+  /** What the 401 tells a caller whose credential was refused. */
+  refused?: string;
+}
+
+export function requireBearer(db: Database, options: BearerOptions = {}): RequestHandler {
+  const { failures } = options;
   return async (req, res, next) => {
     const header = req.get('authorization') ?? '';
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    const key = match?.[1];
-    if (key) {
+    const token = match?.[1];
+    if (token) {
       await failures?.refuseIfBlocked('api', req, res);
     }
-    const principal = key ? await authenticateApiKey(db, key, { cacheTtlMs }) : null;
+    const principal = token
+      ? ((await authenticateApiKey(db, token, { cacheTtlMs: options.cacheTtlMs ?? 0 })) ??
+        (await options.verifyOther?.(token)) ??
+        null)
+      : null;
     if (!principal) {
-      if (key) {
+      if (token) {
         await failures?.recordFailure('api', req);
       }
-      res.set('WWW-Authenticate', 'Bearer realm="opspad"');
+      res.set('WWW-Authenticate', options.challenge?.(req, !!token) ?? 'Bearer realm="opspad"');
       throw new AppError(
         'unauthorized',
-        match ? 'The API key is not valid or was revoked.' : 'Send an API key as "Authorization: Bearer <api_key>".',
+        match
+          ? (options.refused ?? 'The API key is not valid or was revoked.')
+          : (options.missing ?? 'Send an API key as "Authorization: Bearer <api_key>".'),
       );
     }
     res.locals.principal = principal;
     next();
   };
+}
+
+export function requireApiKey(db: Database, failures?: AuthFailureLimiter, cacheTtlMs = 0): RequestHandler {
+  return requireBearer(db, { failures, cacheTtlMs });
 }
 
 export function principalOf(res: Response): Principal {

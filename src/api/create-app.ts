@@ -10,15 +10,19 @@ import { findUnstorableValue, unstorableValueError } from '../domain/validation.
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Database } from '../store/index.ts';
-import { failedItemsByType } from '../store/index.ts';
+import { authenticateOAuthToken, failedItemsByType } from '../store/index.ts';
 import { OPERATION_TOOL_NAME } from '../tools/operation-tool.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
-import { requireApiKey } from './auth.ts';
+import { requireApiKey, requireBearer } from './auth.ts';
 import type { AuthFailureLimiter } from './auth-failures.ts';
 import { type AdminCredentials, requireBasicAuth } from './basic-auth.ts';
 import { BOARD_PATH, createBoardRouter, type RegisteredWorkers, redirectRenamedQueues } from './board.ts';
 import { errorMiddleware, notFoundHandler } from './error-middleware.ts';
 import { jsonBody, otherBodyLimit } from './json-body.ts';
+import { mcpRouter } from './mcp/mcp-route.ts';
+import { issuerOf, oauthRouter, oauthServable } from './mcp/oauth-routes.ts';
+import { PROTECTED_RESOURCE_PATH, protectedResourceMetadata } from './mcp/protected-resource.ts';
+import { hostForUrl, publicAddress } from './mcp/public-address.ts';
 import { docsRouter } from './openapi/docs-route.ts';
 import { operationToolBody as operationToolBodyReader } from './operation-body.ts';
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
@@ -66,7 +70,28 @@ export interface AppDeps {
   scratchpad: ScratchpadRoutesDeps;
   /** OPSPAD_CONTEXT_MAX_TOKENS (default 1,500). */
   contextMaxTokens?: number;
+  /** `/mcp` (src/api/mcp/): where clients reach the API, and the sessions' bounds. */
+  mcp?: HostedMcpOptions;
 }
+
+export interface HostedMcpOptions {
+  /** OPSPAD_PUBLIC_URL */
+  publicUrl?: string;
+  /** HOST */
+  host: string;
+  /** OPSPAD_MCP_ALLOWED_ORIGINS */
+  allowedOrigins: readonly string[];
+  /** OPSPAD_MCP_MAX_SESSIONS, OPSPAD_MCP_SESSION_IDLE */
+  sessions: { maxSessions: number; idleMs: number };
+  /** The OAuth flow (OPSPAD_OAUTH, its token lifetimes, the registration bound); off when absent. */
+  oauth?: { tokenTtlMs: number; refreshTtlMs: number; registrationLimit?: RequestHandler };
+}
+
+const DEFAULT_MCP: HostedMcpOptions = {
+  host: '127.0.0.1',
+  allowedOrigins: [],
+  sessions: { maxSessions: 1000, idleMs: 24 * 3600 * 1000 },
+};
 
 /**
  * Postgres text cannot hold U+0000, jsonb refuses lone surrogates (and text stores them as
@@ -174,6 +199,71 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   app.use('/v1', v1);
+
+  const mcpOptions = deps.mcp ?? DEFAULT_MCP;
+  const address = publicAddress(mcpOptions);
+  const budgets = {
+    reciteChars: deps.scratchpad.reciteBudget,
+    maxTokens: deps.contextMaxTokens ?? CONTEXT_MAX_TOKENS_DEFAULT,
+  };
+  const resourceMetadataUrl = (req: express.Request) => `${address.origin(req)}${PROTECTED_RESOURCE_PATH}`;
+  const oauth =
+    mcpOptions.oauth && oauthServable(mcpOptions.publicUrl ?? `http://${hostForUrl(mcpOptions.host)}`)
+      ? mcpOptions.oauth
+      : undefined;
+  if (mcpOptions.oauth && !oauth) {
+    deps.logger.warn(
+      { public_url: mcpOptions.publicUrl },
+      'OAuth for /mcp is not served: it needs an https OPSPAD_PUBLIC_URL (or a loopback one); clients use API keys',
+    );
+  }
+  app.get(PROTECTED_RESOURCE_PATH, address.guard, (req, res) => {
+    res.json(protectedResourceMetadata(address.mcpUrl(req), oauth ? [issuerOf(address.origin(req))] : []));
+  });
+  if (oauth) {
+    app.use(
+      oauthRouter({
+        db: deps.db,
+        address,
+        operatorAuth: adminAuth,
+        operator: deps.admin.user,
+        readOnly,
+        tokenTtlMs: oauth.tokenTtlMs,
+        refreshTtlMs: oauth.refreshTtlMs,
+        registrationLimit: oauth.registrationLimit,
+      }),
+    );
+  }
+  const mcp = express.Router();
+  mcp.use(address.guard);
+  mcp.use(traceRequests());
+  mcp.use(
+    requireBearer(deps.db, {
+      failures: deps.authFailures,
+      cacheTtlMs: deps.apiKeyCacheTtlMs,
+      verifyOther: oauth ? (token) => authenticateOAuthToken(deps.db, token) : undefined,
+      missing: 'Send an API key (or an OAuth access token) as "Authorization: Bearer <token>".',
+      refused: 'The API key or access token is not valid, expired or was revoked.',
+      challenge: (req, given) =>
+        `Bearer realm="opspad", ${given ? 'error="invalid_token", ' : ''}resource_metadata="${resourceMetadataUrl(req)}"`,
+    }),
+  );
+  if (deps.rateLimit) {
+    mcp.use(deps.rateLimit);
+  }
+  mcp.use(jsonBody(operationToolLimit));
+  mcp.use(rejectUnstorableValues);
+  mcp.use(
+    mcpRouter({
+      db: deps.db,
+      tools: deps.tools,
+      budgets,
+      address,
+      sessions: mcpOptions.sessions,
+      logger: deps.logger,
+    }),
+  );
+  app.use('/mcp', mcp);
 
   app.use(notFoundHandler);
   app.use(errorMiddleware(deps.logger));

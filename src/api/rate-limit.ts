@@ -41,3 +41,42 @@ export function rateLimitPerKey(counter: WindowCounter, limit: RateLimit, logger
     next();
   };
 }
+
+/**
+ * Requests per client address (`req.ip`, as auth-failures.ts counts), for what anyone may call
+ * without a credential and what makes opspad store something (OAuth client registrations).
+ */
+export function rateLimitPerAddress(
+  counter: WindowCounter,
+  limit: RateLimit,
+  logger: Logger,
+  what: { name: string; variable: string },
+): RequestHandler {
+  const warn = throttledWarning((error) =>
+    logger.warn({ err: error }, `${what.name} limiter unavailable; letting requests through`),
+  );
+  return async (req, res, next) => {
+    const { index, retryAfterSeconds } = windowAt(limit, Date.now());
+    let count: number;
+    try {
+      count = await counter.increment(
+        `${what.name}:${req.ip ?? req.socket.remoteAddress ?? 'unknown'}`,
+        index,
+        limit.windowMs * 2,
+      );
+    } catch (error) {
+      warn(error);
+      next();
+      return;
+    }
+    if (count > limit.max) {
+      res.set('Retry-After', String(retryAfterSeconds));
+      throw new AppError(
+        'rate_limited',
+        `Too many ${what.name} requests from this address: at most ${limit.max} per ${limit.windowMs} ms (${what.variable}). Retry after ${retryAfterSeconds} s.`,
+        { limit: limit.max, window_ms: limit.windowMs, retry_after_seconds: retryAfterSeconds },
+      );
+    }
+    next();
+  };
+}

@@ -8,7 +8,15 @@ import { existsSync, rmSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { createApiKey, type Database, listApiKeys, revokeApiKey, webhookSecretOf } from '../store/index.ts';
+import {
+  createApiKey,
+  type Database,
+  listApiKeys,
+  listOAuthGrants,
+  revokeApiKey,
+  revokeOAuthGrant,
+  webhookSecretOf,
+} from '../store/index.ts';
 import { ProblemError } from './failure.ts';
 
 export function controlSocketPath(dataDir: string): string {
@@ -24,6 +32,8 @@ export const KeyCommand = z.discriminatedUnion('op', [
   z.strictObject({ op: z.literal('create'), org: organizationName }),
   z.strictObject({ op: z.literal('revoke'), key: z.string().min(1).max(200) }),
   z.strictObject({ op: z.literal('list'), org: organizationName }),
+  z.strictObject({ op: z.literal('oauth_grants'), org: organizationName.optional() }),
+  z.strictObject({ op: z.literal('oauth_revoke'), grant: z.uuid() }),
   z.strictObject({
     op: z.literal('webhook_secret'),
     org: organizationName,
@@ -48,6 +58,10 @@ export async function runKeyCommand(db: Database, command: KeyCommand): Promise<
       return listApiKeys(db, command.org);
     case 'webhook_secret':
       return webhookSecretOf(db, command.org, { rotate: command.rotate, graceMs: command.grace_ms });
+    case 'oauth_grants':
+      return listOAuthGrants(db, command.org);
+    case 'oauth_revoke':
+      return revokeOAuthGrant(db, command.grant);
   }
 }
 

@@ -137,6 +137,29 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
       record(async () => (await import('./keys.ts')).revokeKey(key, options)),
     );
 
+  const oauth = program
+    .command('oauth')
+    .usage('<grants|revoke> [options]')
+    .description('List and revoke the access operators granted to OAuth clients of /mcp.');
+  oauth
+    .command('grants')
+    .usage('[--org <name>] [--json]')
+    .description('List the grants: client, organization, who granted it and when, whether revoked.')
+    .option('--org <name>', 'only this organization')
+    .option('--json', 'print the list as JSON', false)
+    .action((options: { org?: string; json: boolean }) =>
+      record(async () => (await import('./oauth.ts')).listGrants(options)),
+    );
+  oauth
+    .command('revoke')
+    .usage('<grant_id> [--json]')
+    .description("Revoke a grant: its client's tokens get 401 from then on, in every API process.")
+    .argument('<grant_id>', 'the grant id (from oauth grants)')
+    .option('--json', 'print {"revoked": true} as JSON', false)
+    .action((grant: string, options: { json: boolean }) =>
+      record(async () => (await import('./oauth.ts')).revokeGrant(grant, options)),
+    );
+
   program
     .command('webhooks')
     .usage('secret --org <name> [--rotate] [--json]')

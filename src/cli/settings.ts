@@ -19,6 +19,7 @@ export const COMMAND_SETTINGS = {
   worker: SERVICE_PARTS,
   migrate: ['database', 'queue'],
   keys: ['database'],
+  oauth: ['database'],
   webhooks: ['database', 'webhookSecrets'],
   /** Beside a running service; `start`'s settings too when it starts one itself. */
   demo: ['process', 'address', 'client', 'database', 'limits'],

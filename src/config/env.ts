@@ -32,7 +32,7 @@ export type ProcessSettings = Settings<'process'>;
 export type AddressSettings = Settings<'address'>;
 export type DatabaseSettings = Settings<'database'>;
 export type QueueSettings = Settings<'queue'>;
-export type ApiSettings = Settings<'address' | 'api' | 'signIn' | 'admin'>;
+export type ApiSettings = Settings<'address' | 'api' | 'hostedMcp' | 'signIn' | 'admin'>;
 /** What a metrics port needs besides the telemetry part: who may sign in, and with what. */
 export type MetricsAccessSettings = Settings<'signIn' | 'admin'>;
 export type ClientSettings = Settings<'address' | 'client'>;
@@ -50,7 +50,7 @@ export const SERVICE_PARTS = [
   'retention',
 ] as const;
 /** What serving the HTTP API and the operator surfaces adds. */
-export const API_PARTS = ['address', 'api', 'signIn', 'admin'] as const;
+export const API_PARTS = ['address', 'api', 'hostedMcp', 'signIn', 'admin'] as const;
 /** What a metrics port (OPSPAD_METRICS_PORT) adds to a process that does not serve the API. */
 export const METRICS_ACCESS_PARTS = ['signIn', 'admin'] as const;
 

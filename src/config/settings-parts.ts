@@ -275,6 +275,45 @@ const apiPart = part({
     }),
 });
 
+/** `/mcp` and the OAuth flow of hosted MCP clients (src/api/mcp/): read by whatever serves the API. */
+const hostedMcpPart = part({
+  OPSPAD_PUBLIC_URL: url(['http:', 'https:'])
+    .refine(
+      (value) => ['', '/'].includes(new URL(value).pathname),
+      'must be an origin: a scheme, a host and a port, no path',
+    )
+    .optional()
+    .meta({
+      description:
+        'The address clients reach the API at (e.g. https://opspad.example.com): /mcp refuses other Host and Origin headers, and OAuth names it as issuer; unset: http://HOST:PORT and the loopback names.',
+    }),
+  OPSPAD_MCP_ALLOWED_ORIGINS: list.default([]).meta({
+    description:
+      "Comma-separated browser origins, besides OPSPAD_PUBLIC_URL's, whose pages may call /mcp (e.g. http://localhost:6274 for an MCP inspector).",
+  }),
+  OPSPAD_MCP_MAX_SESSIONS: positiveInt.default(1000).meta({
+    description: 'MCP sessions one organization keeps open; opening one more closes its least recently used.',
+    bound: 'MCP sessions per organization',
+  }),
+  OPSPAD_MCP_SESSION_IDLE: duration.default(24 * 3600 * 1000).meta({
+    description: 'How long an MCP session may go unused before it ends (its client then opens a new one).',
+  }),
+  OPSPAD_OAUTH: flag.default(true).meta({
+    description:
+      'Serve the OAuth authorization flow for hosted MCP clients (the operator grants an organization); needs an https OPSPAD_PUBLIC_URL or a loopback address.',
+  }),
+  OPSPAD_OAUTH_TOKEN_TTL: duration.default(3600 * 1000).meta({
+    description: 'How long an OAuth access token of /mcp is valid; clients renew it with their refresh token.',
+  }),
+  OPSPAD_OAUTH_REFRESH_TTL: duration.default(30 * 24 * 3600 * 1000).meta({
+    description: 'How long an OAuth refresh token stays usable unused; each use replaces it with a new one.',
+  }),
+  OPSPAD_OAUTH_REGISTRATION_LIMIT: perWindow.default({ max: 20, windowMs: 3600 * 1000 }).meta({
+    description: 'OAuth client registrations per client address, as <count>/<duration>; 429 beyond.',
+    bound: 'OAuth client registrations per address',
+  }),
+});
+
 /**
  * Who may try to sign in: failed API-key or operator sign-ins per client address, and the proxies
  * trusted to name that address. Read by whatever serves the API or a metrics port.
@@ -423,6 +462,7 @@ export const SETTINGS_PARTS = {
   workers: workersPart,
   reorganizer: reorganizerPart,
   api: apiPart,
+  hostedMcp: hostedMcpPart,
   signIn: signInPart,
   admin: adminPart,
   telemetry: telemetryPart,

@@ -30,7 +30,14 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { type ToolDefinition, toolDefinitions } from '../tools/definitions.ts';
 import { type HttpAnswer, type OpspadHttpClient, OpspadHttpError, sessionProblem } from './http-client.ts';
-import type { ConversationRouter } from './session.ts';
+import {
+  OPERATION_APP_MIME_TYPE,
+  OPERATION_APP_RESOURCE_META,
+  OPERATION_APP_TOOL_META,
+  OPERATION_APP_URI,
+  operationAppHtml,
+} from './operation-app.ts';
+import { type ConversationRouter, OPERATION_TOOL } from './session.ts';
 
 export const CONTEXT_TOOL_NAME = 'read_working_memory';
 export const CONTEXT_RESOURCE_URI = 'opspad://context';
@@ -87,6 +94,8 @@ function asTool(definition: ToolDefinition): Tool {
     name: definition.name,
     description: definition.description,
     inputSchema: definition.input_schema as Tool['inputSchema'],
+    // Hosts that render MCP Apps show the operation's live progress beside each result.
+    ...(definition.name === OPERATION_TOOL ? { _meta: OPERATION_APP_TOOL_META } : {}),
   };
 }
 
@@ -139,7 +148,7 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
         return textResult(problem.message, true);
       }
       if (answer.ok) {
-        router.answered(name, call, answer.body);
+        await router.answered(name, call, answer.body);
       } else {
         log?.(`${name}: opspad answered ${answer.status}`);
       }
@@ -163,14 +172,35 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
           'What read_working_memory returns: open operations with the next action for each, and the recited scratchpad. It changes only when the work does.',
         mimeType: CONTEXT_MIME_TYPE,
       },
+      {
+        uri: OPERATION_APP_URI,
+        name: 'operation',
+        title: 'opspad operation',
+        description:
+          "An operation's live progress (counts, pace, failures) with pause, resume and cancel: an MCP App shown beside the operation tool's results.",
+        mimeType: OPERATION_APP_MIME_TYPE,
+        _meta: OPERATION_APP_RESOURCE_META,
+      },
     ],
   }));
 
   server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) => {
+    if (request.params.uri === OPERATION_APP_URI) {
+      return {
+        contents: [
+          {
+            uri: OPERATION_APP_URI,
+            mimeType: OPERATION_APP_MIME_TYPE,
+            text: operationAppHtml(),
+            _meta: OPERATION_APP_RESOURCE_META,
+          },
+        ],
+      };
+    }
     if (request.params.uri !== CONTEXT_RESOURCE_URI) {
       throw new McpError(
         ErrorCode.InvalidParams,
-        `Unknown resource: ${request.params.uri}. The resource is ${CONTEXT_RESOURCE_URI}.`,
+        `Unknown resource: ${request.params.uri}. The resources are ${CONTEXT_RESOURCE_URI} and ${OPERATION_APP_URI}.`,
       );
     }
     try {

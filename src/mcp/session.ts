@@ -37,7 +37,17 @@ export interface ConversationRouter {
   /** Where `name(input)` goes, and the input to send (an omitted operation_id filled in). */
   route(name: string, input: unknown, signal?: AbortSignal): Promise<RoutedCall>;
   /** Learns from an answer: the operation a create or retry made, and where. */
-  answered(name: string, call: RoutedCall, body: unknown): void;
+  answered(name: string, call: RoutedCall, body: unknown): void | Promise<void>;
+  /** What the session learnt so far, for a session kept outside the process (src/api/mcp/). */
+  memory(): SessionMemory;
+}
+
+/** What a session remembers between calls besides its home. */
+export interface SessionMemory {
+  /** The operation this session last created or named. */
+  lastOperation: string | null;
+  /** Operations this session created at home and has not yet seen closed. */
+  homeOperations: readonly string[];
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -46,16 +56,21 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 export function createConversationRouter(
   client: OpspadHttpClient,
-  options: { conversationId?: string; newConversationId?: () => string } = {},
+  options: {
+    conversationId?: string;
+    newConversationId?: () => string;
+    /** Session mode with this home and what the session remembered (a session resumed). */
+    resume?: { home: string; memory: SessionMemory };
+  } = {},
 ): ConversationRouter {
   const newId = options.newConversationId ?? randomUUID;
-  const home = options.conversationId ?? newId();
+  const home = options.conversationId ?? options.resume?.home ?? newId();
   const mode = options.conversationId ? 'fixed' : 'session';
   /** Where each operation this session has seen lives. */
   const conversations = new Map<string, string>();
   /** Operations this session created at home (session mode: the home is this process's alone). */
-  const homeOperations = new Set<string>();
-  let lastOperation: string | undefined;
+  const homeOperations = new Set<string>(options.resume?.memory.homeOperations);
+  let lastOperation: string | undefined = options.resume?.memory.lastOperation ?? undefined;
 
   async function conversationOf(operationId: string, signal?: AbortSignal): Promise<string> {
     const known = conversations.get(operationId);
@@ -123,6 +138,9 @@ export function createConversationRouter(
       if (call.conversationId === home && isRecord(call.input) && CREATES.has(String(call.input.action))) {
         homeOperations.add(operationId);
       }
+    },
+    memory() {
+      return { lastOperation: lastOperation ?? null, homeOperations: [...homeOperations] };
     },
   };
 }

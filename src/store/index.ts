@@ -8,9 +8,11 @@
  * - leases/: leases and records of items, the step functions, worker demand
  * - scratchpads/: the structured pad, notes, traces, context renders
  * - retention/: pruning what is past keeping (run by the reconciler)
+ * - mcp-access/: the sessions of /mcp and the OAuth clients, grants and tokens
  */
 export * from './db/index.ts';
 export * from './leases/index.ts';
+export * from './mcp-access/index.ts';
 export * from './operations/index.ts';
 export * from './retention/index.ts';
 export * from './scratchpads/index.ts';

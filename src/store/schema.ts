@@ -5,6 +5,7 @@
  * append-only once committed.
  */
 export * from './leases/schema.ts';
+export * from './mcp-access/schema.ts';
 export * from './operations/schema.ts';
 export * from './retention/schema.ts';
 export * from './scratchpads/schema.ts';

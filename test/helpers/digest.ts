@@ -39,10 +39,17 @@ const TABLES: Record<string, { owner: string; join?: string }> = {
   scratchpad_version: { owner: 't.organization_id' },
   scratchpad_event: { owner: 't.organization_id' },
   context_render: { owner: 't.organization_id' },
+  mcp_session: { owner: 't.organization_id' },
+  oauth_grant: { owner: 't.organization_id' },
+  oauth_code: { owner: 'g.organization_id', join: 'LEFT JOIN oauth_grant g ON g.id = t.grant_id' },
+  oauth_token: { owner: 'g.organization_id', join: 'LEFT JOIN oauth_grant g ON g.id = t.grant_id' },
 };
 
-/** Tables that hold no tenant data (migration and retention bookkeeping). */
-const NOT_TENANT_DATA = new Set(['__drizzle_migrations', 'retention_watermark']);
+/**
+ * Tables that hold no tenant data (migration and retention bookkeeping; OAuth clients, which
+ * register themselves before any organization is granted to them).
+ */
+const NOT_TENANT_DATA = new Set(['__drizzle_migrations', 'retention_watermark', 'oauth_client']);
 
 const LINES = Object.entries(TABLES)
   .map(

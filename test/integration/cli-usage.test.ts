@@ -38,6 +38,7 @@ const REQUIRED: Readonly<Record<string, readonly string[]>> = {
   'keys create': ['--org', 'acme'],
   'keys list': ['--org', 'acme'],
   'keys revoke': ['key_0'],
+  'oauth revoke': ['0b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f'],
   'webhooks secret': ['--org', 'acme'],
   'ops watch': ['0b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f'],
 };
@@ -85,6 +86,9 @@ describe('opspad --help, --version and usage errors', () => {
         'keys create',
         'keys list',
         'keys revoke',
+        'oauth',
+        'oauth grants',
+        'oauth revoke',
         'webhooks',
         'webhooks secret',
         'demo',

@@ -324,7 +324,10 @@ describe('opspad mcp over stdio', () => {
     const viaHttp = await tenant.context(conversationId);
     expect(viaHttp.body.operations.map((op) => op.operation_id)).toEqual([operationId]);
     const { resources } = await mcp.client.listResources();
-    expect(resources).toEqual([expect.objectContaining({ uri: 'opspad://context', mimeType: 'text/markdown' })]);
+    expect(resources).toEqual([
+      expect.objectContaining({ uri: 'opspad://context', mimeType: 'text/markdown' }),
+      expect.objectContaining({ uri: 'ui://opspad/operation.html', mimeType: 'text/html;profile=mcp-app' }),
+    ]);
     const resource = await mcp.client.readResource({ uri: 'opspad://context' });
     const text = (resource.contents[0] as { text: string }).text;
     expect(text).toBe(await mcp.memory());

@@ -209,6 +209,41 @@ describe('real requests and answers against the document (postgres)', () => {
       redirect: 'manual',
     });
 
+    // MCP over Streamable HTTP, and its protected-resource metadata.
+    await record(`${harness.url}/.well-known/oauth-protected-resource/mcp`);
+    const mcpHeaders = {
+      authorization: `Bearer ${tenant.apiKey}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    };
+    const initialize = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'tour', version: '0' } },
+    };
+    const opened = await record(`${harness.url}/mcp`, {
+      method: 'POST',
+      headers: mcpHeaders,
+      body: JSON.stringify(initialize),
+    });
+    await opened.text();
+    const mcpSession = String(opened.headers.get('mcp-session-id'));
+    const listed = await record(`${harness.url}/mcp`, {
+      method: 'POST',
+      headers: { ...mcpHeaders, 'mcp-session-id': mcpSession },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
+    });
+    await listed.text();
+    await record(`${harness.url}/mcp`, {
+      method: 'POST',
+      headers: { ...mcpHeaders, 'mcp-session-id': randomUUID() },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'tools/list' }),
+    });
+    await record(`${harness.url}/mcp`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    await record(`${harness.url}/mcp`, { headers: mcpHeaders });
+    await record(`${harness.url}/mcp`, { method: 'DELETE', headers: { ...mcpHeaders, 'mcp-session-id': mcpSession } });
+
     const check = createExchangeChecker(openApiDocument());
     const covered = new Set<string>();
     const problems: string[] = [];

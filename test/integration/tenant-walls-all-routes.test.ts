@@ -22,7 +22,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OPERATION_ACTIONS } from '../../src/domain/operation-input.ts';
 import { EMPTY_PRUNED_FAILURES } from '../../src/domain/retention.ts';
 import type { Database } from '../../src/store/db/db.ts';
-import { revokeApiKey } from '../../src/store/index.ts';
+import {
+  exchangeOAuthCode,
+  grantOAuthClient,
+  openMcpSession,
+  registerOAuthClient,
+  revokeApiKey,
+} from '../../src/store/index.ts';
 import { deleteItemRange, saveOperationProgress } from '../../src/store/retention/retention-sql.ts';
 import { createToolRegistry } from '../../src/tools/registry.ts';
 import { registeredRoutes } from '../helpers/app-routes.ts';
@@ -277,6 +283,11 @@ const OPERATOR_ROUTES = [
   'GET /metrics',
 ];
 const OPERATOR_MOUNTS = ['/admin/operations', '/admin/queues', '/metrics'];
+/**
+ * MCP over Streamable HTTP and its metadata: their walls (another organization's session or
+ * operation answers byte for byte as a random id) are test/integration/mcp-http.test.ts's.
+ */
+const MCP_ROUTES = ['DELETE /mcp', 'GET /.well-known/oauth-protected-resource/mcp', 'GET /mcp', 'POST /mcp'];
 
 // ─── The test ────────────────────────────────────────────────────────────────────────────────
 
@@ -317,8 +328,8 @@ describe('the tenant-walls table', () => {
     expect(v1, 'a /v1 route is missing from ROUTE_ATTACKS (or the table names one that is gone)').toEqual(
       Object.keys(ROUTE_ATTACKS).sort(),
     );
-    expect(others, 'a route outside /v1 is neither public nor an operator page').toEqual(
-      [...PUBLIC_ROUTES, ...OPERATOR_ROUTES].sort(),
+    expect(others, 'a route outside /v1 is neither public, MCP, nor an operator page').toEqual(
+      [...PUBLIC_ROUTES, ...MCP_ROUTES, ...OPERATOR_ROUTES].sort(),
     );
     expect(registered.mounts, 'something is mounted outside /v1 that is not an operator page').toEqual(OPERATOR_MOUNTS);
     expect(Object.keys(TOOL_ATTACKS).sort(), 'a tool is missing from TOOL_ATTACKS').toEqual([...TOOL_NAMES].sort());
@@ -640,6 +651,28 @@ async function seed(db: Database, orgA: Tenant, orgB: Tenant): Promise<World> {
       prunedFailures: EMPTY_PRUNED_FAILURES,
     });
   });
+
+  // What hosted MCP clients hold for A: a session, and an OAuth grant with a live code and one
+  // with tokens (the routes that touch them are /mcp's: mcp-http.test.ts).
+  await openMcpSession(
+    db,
+    orgA.organizationId,
+    { homeConversationId: conversation, pinned: false, clientName: `victim-client-${marker}` },
+    { maxSessions: 10, idleMs: 3_600_000 },
+  );
+  const clientId = randomUUID();
+  await registerOAuthClient(db, clientId, { client_id: clientId, redirect_uris: ['http://127.0.0.1/cb'] });
+  const grant = {
+    clientId,
+    organizationId: orgA.organizationId,
+    resource: 'http://127.0.0.1/mcp',
+    grantedBy: 'operator:test',
+    codeChallenge: 'challenge',
+    redirectUri: 'http://127.0.0.1/cb',
+  };
+  await grantOAuthClient(db, grant);
+  const spent = await grantOAuthClient(db, grant);
+  await exchangeOAuthCode(db, { clientId, code: spent.code }, { accessMs: 3_600_000, refreshMs: 3_600_000 });
 
   const conversationB = randomUUID();
   const own = await orgB.op(conversationB, {

@@ -192,6 +192,11 @@ export function openApiDocument(): JsonObject {
       { name: 'Tools', description: 'The tools a model calls, and their definitions.' },
       { name: 'Operations', description: 'Operations by id: status and live progress.' },
       { name: 'Context', description: 'What the assistant is told every turn.' },
+      {
+        name: 'MCP',
+        description:
+          'opspad’s MCP server over Streamable HTTP, for hosted assistants: an API key or an OAuth access token (docs/assistants.md, Hosted assistants).',
+      },
       { name: 'Scratchpad', description: 'The structured scratchpad: goals, open items, facts, refs.' },
       { name: 'Notes', description: 'Executions of the notes scratchpad.' },
       { name: 'Health', description: 'Liveness and readiness.' },
@@ -205,7 +210,11 @@ export function openApiDocument(): JsonObject {
     components: {
       schemas: components.schemas,
       securitySchemes: {
-        apiKey: { type: 'http', scheme: 'bearer', description: 'An API key from `opspad keys create` (opk_…).' },
+        apiKey: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'An API key from `opspad keys create` (opk_…); on /mcp, also an OAuth access token (opa_…).',
+        },
         operator: { type: 'http', scheme: 'basic', description: 'OPSPAD_ADMIN_USER and OPSPAD_ADMIN_PASSWORD.' },
       },
     },

@@ -6,12 +6,21 @@
 import type { z } from 'zod';
 import type { ErrorCode } from '../../domain/errors.ts';
 
-export type Method = 'get' | 'post' | 'put';
+export type Method = 'get' | 'post' | 'put' | 'delete';
 
 /** Who may call: an organization's API key (Bearer), the operator (basic auth), or anyone. */
 export type Auth = 'apiKey' | 'operator' | 'none';
 
-export type Tag = 'Tools' | 'Operations' | 'Scratchpad' | 'Notes' | 'Context' | 'Health' | 'Operator' | 'Reference';
+export type Tag =
+  | 'Tools'
+  | 'Operations'
+  | 'Scratchpad'
+  | 'Notes'
+  | 'Context'
+  | 'MCP'
+  | 'Health'
+  | 'Operator'
+  | 'Reference';
 
 /** A schema with the name it has under components.schemas. */
 export interface Named {

@@ -49,7 +49,10 @@ export async function createApiKey(db: Queryable, organizationName: string): Pro
 
 export interface Principal {
   organizationId: string;
+  /** The API key's id; for an OAuth access token, its grant's id (what rate limits count by). */
   keyId: string;
+  /** Set when the credential is an OAuth access token of `/mcp`: the grant it belongs to. */
+  grantId?: string;
 }
 
 /**
@@ -133,4 +136,17 @@ export async function revokeApiKey(db: Queryable, keyIdOrKey: string): Promise<A
     forgetApiKey(revoked.key_id);
   }
   return revoked;
+}
+
+/** The first `limit` organizations by name (what an operator chooses from, e.g. granting an OAuth client). */
+export async function organizationsByName(db: Queryable, limit: number): Promise<{ id: string; name: string }[]> {
+  return db.query('SELECT id, name FROM organization ORDER BY name LIMIT $1', [limit]);
+}
+
+/** An organization by its name, or null. */
+export async function organizationByName(db: Queryable, name: string): Promise<{ id: string; name: string } | null> {
+  const rows = await db.query<{ id: string; name: string }>('SELECT id, name FROM organization WHERE name = $1', [
+    name,
+  ]);
+  return rows[0] ?? null;
 }
