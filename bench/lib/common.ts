@@ -121,6 +121,12 @@ export interface BenchContext {
   log(message: string): void;
   /** Registers cleanup that must run even when the run fails (children, connections). */
   defer(cleanup: () => Promise<void> | void): void;
+  /**
+   * Called just before and just after the timed part of a throughput run (the floor, opspad's
+   * worker processes, the peers), outside the clock: a profile reads the server's statistics
+   * around it. Absent in a benchmark run.
+   */
+  probe?: { before(label: string): Promise<void>; after(label: string): Promise<void> };
 }
 
 export function median(values: readonly number[]): number {

@@ -27,7 +27,7 @@ const takeJobSql = (from: number) => `BEGIN; DELETE FROM ${SCHEMA}.jobs WHERE id
   SELECT id FROM ${SCHEMA}.jobs WHERE id >= ${Math.trunc(from)} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
   RETURNING id, ids`;
 
-async function runOnce(pool: pg.Pool, run: number, items: number, batch: number): Promise<number> {
+async function runOnce(ctx: BenchContext, pool: pg.Pool, run: number, items: number, batch: number): Promise<number> {
   const ids = runItemIds(run, items);
   await insertRunItems(pool, SCHEMA, ids);
   const jobs: string[][] = [];
@@ -73,7 +73,9 @@ async function runOnce(pool: pg.Pool, run: number, items: number, batch: number)
       conn.release();
     }
   };
+  await ctx.probe?.before(`sql_minimal_b${batch}`);
   const { ms } = await timed(() => Promise.all(Array.from({ length: CLIENTS }, client)));
+  await ctx.probe?.after(`sql_minimal_b${batch}`);
   if (recorded !== items || (await unrecordedCount(pool, SCHEMA, run)) !== 0) {
     throw new Error(`the minimal floor recorded ${recorded} of ${items} items`);
   }
@@ -94,5 +96,5 @@ export async function minimalRunner(ctx: BenchContext) {
   });
   await Promise.all(Array.from({ length: CLIENTS }, () => pool.query('SELECT 1')));
   let runs = 0;
-  return (batch: number, items = ctx.plan.ceilingItems[batch] as number) => runOnce(pool, runs++, items, batch);
+  return (batch: number, items = ctx.plan.ceilingItems[batch] as number) => runOnce(ctx, pool, runs++, items, batch);
 }

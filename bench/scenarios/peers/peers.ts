@@ -39,17 +39,19 @@ export interface GraphileSettings {
 }
 
 /**
- * Each system's setting by batch (1: a job per item). pg-boss: claim many jobs per fetch, fetch
- * again at once while a fetch comes back full, and record a fetch's ids with one statement
- * (its docs: `batchSize`, `burstWhenBatchFull`). graphile-worker: its performance page's
- * batching (`localQueue`, `completeJobBatchDelay`) and concurrency. Chosen by measuring the
- * documented knobs on this machine (README, "Performance").
+ * Each system's setting by batch (1: a job per item), the best of its documented knobs in runs
+ * in turns on the project's machine. pg-boss: a fetch claims `batchSize` jobs and hands them to
+ * one handler call, which records all their ids with one statement; `burstWhenBatchFull` fetches
+ * again at once while fetches come back full (a fetch of one job would wait out the polling
+ * interval, 0.5 s at least, after each job); `transactional` was slower every time.
+ * graphile-worker: its performance page's batching (`localQueue`, `completeJobBatchDelay` 0)
+ * and concurrency; its task gets one job.
  */
 export const PGBOSS_SETTINGS: Record<number, PgBossSettings> = {
   1: { batchSize: 1000, localConcurrency: 2, transactional: false },
-  10: { batchSize: 100, localConcurrency: 2, transactional: false },
+  10: { batchSize: 100, localConcurrency: 4, transactional: false },
   100: { batchSize: 10, localConcurrency: 4, transactional: false },
-  1000: { batchSize: 1, localConcurrency: 4, transactional: false },
+  1000: { batchSize: 10, localConcurrency: 4, transactional: false },
 };
 
 export const GRAPHILE_SETTINGS: Record<number, GraphileSettings> = {
@@ -65,7 +67,7 @@ const ADD_CHUNK = 1_000;
 export function describeSettings(peer: PeerName, batch: number): string {
   if (peer === 'pgboss') {
     const s = PGBOSS_SETTINGS[batch] as PgBossSettings;
-    return `work batchSize ${s.batchSize}, localConcurrency ${s.localConcurrency}, burstWhenBatchFull${s.transactional ? ', transactional' : ''}`;
+    return `work batchSize ${s.batchSize} (${s.batchSize * batch} ids a handler call, one statement), localConcurrency ${s.localConcurrency}, burstWhenBatchFull${s.transactional ? ', transactional' : ''}`;
   }
   const s = GRAPHILE_SETTINGS[batch] as GraphileSettings;
   return `concurrency ${s.concurrency}, localQueue ${s.localQueueSize > 1 ? s.localQueueSize : 'off'}, completeJobBatchDelay ${s.completeJobBatchDelay}`;
@@ -133,13 +135,14 @@ async function graphileDriver(ctx: BenchContext, schema: string, children: Forke
   const utils: WorkerUtils = await makeWorkerUtils({ connectionString: ctx.databaseUrl, schema });
   const pool = new pg.Pool({ connectionString: ctx.databaseUrl, max: 2 });
   pool.on('error', () => {});
-  let started: number | undefined;
+  let started: string | undefined;
   return {
     async enqueue(run, batch, jobs) {
-      // A pool per shape, started before its jobs are queued (not timed).
-      if (started !== batch) {
-        await Promise.all(children.map((child) => child.call('start', { ...GRAPHILE_SETTINGS[batch] })));
-        started = batch;
+      // A pool per setting, started before its jobs are queued (not timed).
+      const settings = JSON.stringify(GRAPHILE_SETTINGS[batch]);
+      if (started !== settings) {
+        await Promise.all(children.map((child) => child.call('start', JSON.parse(settings))));
+        started = settings;
       }
       const task = `bench_b${batch}_r${run}`;
       for (let start = 0; start < jobs.length; start += ADD_CHUNK) {
@@ -240,6 +243,8 @@ export async function peerRunner(ctx: BenchContext, peer: PeerName): Promise<Pee
       const allReported = new Promise<void>((resolve) => {
         reached = resolve;
       });
+      const label = `${peer}_${batch === 1 ? 'job_per_item' : `array_b${batch}`}`;
+      await ctx.probe?.before(label);
       const started = performance.now();
       await driver.go(name, batch);
       await allReported;
@@ -254,6 +259,7 @@ export async function peerRunner(ctx: BenchContext, peer: PeerName): Promise<Pee
         ended = performance.now();
       }
       target = Number.POSITIVE_INFINITY;
+      await ctx.probe?.after(label);
       await driver.finish(name);
       if (recorded < items) {
         throw new Error(`${peer} recorded ${recorded} of ${items} items`);

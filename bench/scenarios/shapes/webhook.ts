@@ -61,7 +61,7 @@ export async function benchWebhook(ctx: BenchContext, organizationId: string): P
       maxParallelBatches: LANES,
     });
   try {
-    await runToCompletion(ctx, dispatcher, await operation(Math.min(200, ctx.plan.webhookItems)), 20);
+    await runToCompletion(ctx, dispatcher, await operation(Math.max(40, Math.round(ctx.plan.webhookItems / 10))), 20);
     await receiver.call('configure', { latencyMs: LATENCY_MS, secret });
     const items = ctx.plan.webhookItems;
     const measured = await operation(items);
