@@ -12,7 +12,7 @@ import type { Handler } from '../../src/handlers/types.ts';
 import { createDispatcher, type Dispatcher } from '../../src/queue/dispatcher.ts';
 import { createRedisQueueBackend } from '../../src/queue/redis-backend.ts';
 import { createOperation } from '../../src/store/index.ts';
-import { type BenchContext, itemIds, waitFor } from './common.ts';
+import { type BenchContext, type Entry, itemIds, round, rssMb, sampleRss, waitFor } from './common.ts';
 
 export interface BackgroundOperationSpec {
   organizationId: string;
@@ -95,4 +95,45 @@ export async function benchDispatcher(
     await backend.close();
   });
   return dispatcher;
+}
+
+/** What a worker process spent on one operation run to completion (runToCompletion). */
+export interface WatchedRun {
+  seconds: number;
+  cpuSeconds: number;
+  peakRssMb: number;
+}
+
+/** runToCompletion, watching the worker process `pid`: its CPU time and its peak RSS meanwhile. */
+export async function runWatched(
+  ctx: BenchContext,
+  dispatcher: Dispatcher,
+  operation: OperationRecord,
+  pid: number,
+): Promise<WatchedRun> {
+  const rss = sampleRss(pid, 50);
+  const cpuBefore = cpuSeconds(pid);
+  const seconds = await runToCompletion(ctx, dispatcher, operation, 10);
+  const cpu = cpuSeconds(pid) - cpuBefore;
+  return { seconds, cpuSeconds: cpu, peakRssMb: Math.max(rss.stop(), rssMb(pid, 'VmHWM')) };
+}
+
+/** `<scenario>_worker_peak_rss_mb` and `<scenario>_cpu_us_per_item` of a watched run. */
+export function workerCostEntries(scenario: string, items: number, run: WatchedRun, inFlight: string): Entry[] {
+  return [
+    {
+      name: `${scenario}_worker_peak_rss_mb`,
+      value: round(run.peakRssMb, 0),
+      unit: 'MB',
+      n: items,
+      note: `the worker process, ${inFlight} in flight`,
+    },
+    {
+      name: `${scenario}_cpu_us_per_item`,
+      value: round((run.cpuSeconds / items) * 1e6, 1),
+      unit: 'µs',
+      n: items,
+      note: `the worker process's user + system CPU over the run, per item (${round(run.cpuSeconds, 2)} s in all)`,
+    },
+  ];
 }

@@ -5,7 +5,7 @@
  * The child side is `serve` (forked-child.ts).
  */
 import { type ChildProcess, fork } from 'node:child_process';
-import { once } from 'node:events';
+import { gracefulStop } from './child.ts';
 import type { BenchContext } from './common.ts';
 
 export interface Forked {
@@ -63,20 +63,7 @@ export async function forkChild(ctx: BenchContext, script: string, env: Record<s
   });
   await readyOrExit;
   let next = 0;
-  let stopping: Promise<void> | undefined;
-  const stop = () => {
-    stopping ??= (async () => {
-      if (child.exitCode !== null || child.signalCode !== null) {
-        return;
-      }
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
-      await exited;
-      clearTimeout(killer);
-    })();
-    return stopping;
-  };
+  const stop = gracefulStop(child);
   ctx.defer(stop);
   return {
     pid: child.pid as number,

@@ -34,6 +34,19 @@ async function* streamedCreateBody(count: number): AsyncGenerator<string> {
   yield ']}';
 }
 
+/** `<what>_n10m`: its median, with its ratio to the 1,000-item operations' taken in turns with it. */
+function inTurns(what: 'lease_ms' | 'record_ms', large: number[], small: number[], size: string): Entry {
+  return {
+    name: `${what}_n10m`,
+    value: round(median(large), 2),
+    unit: 'ms',
+    baseline: `${what}_n1k`,
+    ratio: round(median(large) / median(small), 3),
+    n: large.length,
+    note: `median; ratio to 1,000-item operations' ${what === 'lease_ms' ? 'leases' : 'records'} taken in turns with it (${round(median(small), 2)} ms); ${size}`,
+  };
+}
+
 export async function benchScale(ctx: BenchContext): Promise<Entry[]> {
   const items = ctx.plan.scaleItems;
   const server = await startOpspadChild(ctx, 'start', {
@@ -68,7 +81,6 @@ export async function benchScale(ctx: BenchContext): Promise<Entry[]> {
       operationId: json.operation_id,
     };
     const times = await measureRecordPair(ctx, key.organization_id, big);
-    const ratio = (a: number[], b: number[]) => round(median(a) / median(b), 3);
     ctx.log(
       `record a 100-item batch: ${round(median(times.small), 2)} ms at N=1,000, ${round(median(times.large), 2)} ms at N=${items.toLocaleString('en-US')}; lease it: ${round(median(times.smallLease), 2)} / ${round(median(times.largeLease), 2)} ms (in turns)`,
     );
@@ -89,24 +101,8 @@ export async function benchScale(ctx: BenchContext): Promise<Entry[]> {
         n: items,
         note: `opspad start process during the create, ${round(idleRss, 0)} MB before it`,
       },
-      {
-        name: 'lease_ms_n10m',
-        value: round(median(times.largeLease), 2),
-        unit: 'ms',
-        baseline: 'lease_ms_n1k',
-        ratio: ratio(times.largeLease, times.smallLease),
-        n: times.largeLease.length,
-        note: `median; ratio to 1,000-item operations' leases taken in turns with it (${round(median(times.smallLease), 2)} ms); ${size}`,
-      },
-      {
-        name: 'record_ms_n10m',
-        value: round(median(times.large), 2),
-        unit: 'ms',
-        baseline: 'record_ms_n1k',
-        ratio: ratio(times.large, times.small),
-        n: times.large.length,
-        note: `median; ratio to 1,000-item operations' records taken in turns with it (${round(median(times.small), 2)} ms); ${size}`,
-      },
+      inTurns('lease_ms', times.largeLease, times.smallLease, size),
+      inTurns('record_ms', times.large, times.small, size),
     ];
   } finally {
     await pool.close();

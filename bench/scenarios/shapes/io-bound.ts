@@ -13,12 +13,13 @@
 import { createDemoHandler } from '../../../src/handlers/demo.ts';
 import {
   benchDispatcher,
-  cpuSeconds,
   createBackgroundOperation,
   runToCompletion,
+  runWatched,
+  workerCostEntries,
 } from '../../lib/background-operation.ts';
 import { startOpspadChild } from '../../lib/child.ts';
-import { type BenchContext, type Entry, round, rssMb, sampleRss } from '../../lib/common.ts';
+import { type BenchContext, type Entry, round } from '../../lib/common.ts';
 
 const LATENCY_MS = 100;
 /** The built-in handlers' concurrency (src/handlers/registry.ts HANDLER_DEFAULTS). */
@@ -45,15 +46,10 @@ export async function benchIoBound(ctx: BenchContext, organizationId: string): P
     // Untimed: connections open, code compiled, statements planned.
     await runToCompletion(ctx, dispatcher, await operation(IN_FLIGHT * 2), 20);
     const items = ctx.plan.ioBoundItems;
-    const measured = await operation(items);
-    const rss = sampleRss(worker.pid, 50);
-    const cpuBefore = cpuSeconds(worker.pid);
-    const seconds = await runToCompletion(ctx, dispatcher, measured, 10);
-    const cpu = cpuSeconds(worker.pid) - cpuBefore;
-    const peak = Math.max(rss.stop(), rssMb(worker.pid, 'VmHWM'));
-    const perSecond = items / seconds;
+    const run = await runWatched(ctx, dispatcher, await operation(items), worker.pid);
+    const perSecond = items / run.seconds;
     ctx.log(
-      `I/O-bound: ${items} items at ${LATENCY_MS} ms a batch of ${BATCH}, ${IN_FLIGHT} in flight: ${round(seconds, 2)} s, ${round(perSecond, 0)} items/s (${round(perSecond / IDEAL, 3)} of ${IDEAL}); worker CPU ${round(cpu, 2)} s, peak RSS ${round(peak, 0)} MB`,
+      `I/O-bound: ${items} items at ${LATENCY_MS} ms a batch of ${BATCH}, ${IN_FLIGHT} in flight: ${round(run.seconds, 2)} s, ${round(perSecond, 0)} items/s (${round(perSecond / IDEAL, 3)} of ${IDEAL}); worker CPU ${round(run.cpuSeconds, 2)} s, peak RSS ${round(run.peakRssMb, 0)} MB`,
     );
     const setting = `one opspad worker process, demo handler latency_ms ${LATENCY_MS}: ${CONCURRENCY} batches (its concurrency) of ${BATCH} = ${IN_FLIGHT} items in flight`;
     return [
@@ -71,20 +67,7 @@ export async function benchIoBound(ctx: BenchContext, organizationId: string): P
         n: items,
         note: `io_bound_items_per_s ÷ (${IN_FLIGHT} in flight / ${LATENCY_MS} ms)`,
       },
-      {
-        name: 'io_bound_worker_peak_rss_mb',
-        value: round(peak, 0),
-        unit: 'MB',
-        n: items,
-        note: `the worker process, ${IN_FLIGHT} items in flight`,
-      },
-      {
-        name: 'io_bound_cpu_us_per_item',
-        value: round((cpu / items) * 1e6, 1),
-        unit: 'µs',
-        n: items,
-        note: `the worker process's user + system CPU over the run, per item (${round(cpu, 2)} s in all)`,
-      },
+      ...workerCostEntries('io_bound', items, run, String(IN_FLIGHT)),
     ];
   } finally {
     await worker.stop();

@@ -17,12 +17,13 @@ import { createWebhookHandler } from '../../../src/handlers/webhook.ts';
 import { webhookSigningSecrets } from '../../../src/store/index.ts';
 import {
   benchDispatcher,
-  cpuSeconds,
   createBackgroundOperation,
   runToCompletion,
+  runWatched,
+  workerCostEntries,
 } from '../../lib/background-operation.ts';
 import { startOpspadChild } from '../../lib/child.ts';
-import { type BenchContext, type Entry, round, rssMb, sampleRss } from '../../lib/common.ts';
+import { type BenchContext, type Entry, round } from '../../lib/common.ts';
 import { forkChild } from '../../lib/forked.ts';
 
 const LATENCY_MS = 20;
@@ -64,21 +65,16 @@ export async function benchWebhook(ctx: BenchContext, organizationId: string): P
     await runToCompletion(ctx, dispatcher, await operation(Math.max(40, Math.round(ctx.plan.webhookItems / 10))), 20);
     await receiver.call('configure', { latencyMs: LATENCY_MS, secret });
     const items = ctx.plan.webhookItems;
-    const measured = await operation(items);
-    const rss = sampleRss(worker.pid, 50);
-    const cpuBefore = cpuSeconds(worker.pid);
-    const seconds = await runToCompletion(ctx, dispatcher, measured, 10);
-    const cpu = cpuSeconds(worker.pid) - cpuBefore;
-    const peak = Math.max(rss.stop(), rssMb(worker.pid, 'VmHWM'));
+    const run = await runWatched(ctx, dispatcher, await operation(items), worker.pid);
     const stats = await receiver.call<ReceiverStats>('stats');
     if (stats.badSignatures > 0 || stats.requests < items) {
       throw new Error(
         `the receiver got ${stats.requests} requests for ${items} items, ${stats.badSignatures} with a bad signature`,
       );
     }
-    const perSecond = items / seconds;
+    const perSecond = items / run.seconds;
     ctx.log(
-      `webhook: ${items} items, receiver at ${LATENCY_MS} ms: ${round(seconds, 2)} s, ${round(perSecond, 0)} items/s (${round(perSecond / IDEAL, 4)} of ${IDEAL}); at most ${stats.peakInFlight} in flight; worker CPU ${round(cpu, 2)} s, peak RSS ${round(peak, 0)} MB`,
+      `webhook: ${items} items, receiver at ${LATENCY_MS} ms: ${round(run.seconds, 2)} s, ${round(perSecond, 0)} items/s (${round(perSecond / IDEAL, 4)} of ${IDEAL}); at most ${stats.peakInFlight} in flight; worker CPU ${round(run.cpuSeconds, 2)} s, peak RSS ${round(run.peakRssMb, 0)} MB`,
     );
     return [
       {
@@ -95,20 +91,7 @@ export async function benchWebhook(ctx: BenchContext, organizationId: string): P
         n: items,
         note: `webhook_items_per_s ÷ (${WANTED_IN_FLIGHT} in flight / ${LATENCY_MS} ms); ${stats.peakInFlight} in flight is what the settings allow (see bench/scenarios/shapes/webhook.ts)`,
       },
-      {
-        name: 'webhook_worker_peak_rss_mb',
-        value: round(peak, 0),
-        unit: 'MB',
-        n: items,
-        note: `the worker process, ${stats.peakInFlight} in flight`,
-      },
-      {
-        name: 'webhook_cpu_us_per_item',
-        value: round((cpu / items) * 1e6, 1),
-        unit: 'µs',
-        n: items,
-        note: `the worker process's CPU per item: signing, egress guard, HTTP, lease and record (${round(cpu, 2)} s in all)`,
-      },
+      ...workerCostEntries('webhook', items, run, String(stats.peakInFlight)),
     ];
   } finally {
     await worker.stop();
