@@ -101,10 +101,10 @@ export const QUICK_PLAN: Plan = {
   httpConversations: 50,
   httpSeconds: 5,
   peerItems: 10_000,
-  peerPerItemItems: 2_000,
-  ioBoundItems: 20_000,
+  peerPerItemItems: 1_000,
+  ioBoundItems: 10_000,
   webhookItems: 200,
-  manyOps: { operations: 400, itemsPerOperation: 20, organizations: 20, clients: 10 },
+  manyOps: { operations: 300, itemsPerOperation: 20, organizations: 20, clients: 10 },
   scaleItems: 100_000,
 };
 
