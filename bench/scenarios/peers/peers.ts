@@ -8,7 +8,8 @@
  * reports how many ids it recorded; the last report is confirmed against the table).
  *
  * `batch` is how many ids a job carries; batch 1 is one job per item. Each system runs in the
- * setting its documentation gives for the shape (SETTINGS; the notes of the table say which).
+ * best of its documented settings for the shape (PGBOSS_SETTINGS, GRAPHILE_SETTINGS; the notes
+ * of the table say which).
  */
 import { fileURLToPath } from 'node:url';
 import { makeWorkerUtils, runMigrations, type WorkerUtils } from 'graphile-worker';
@@ -202,7 +203,7 @@ export async function peerRunner(ctx: BenchContext, peer: PeerName): Promise<Pee
     await runMigrations({ connectionString: ctx.databaseUrl, schema });
   }
   await admin.query(createItemsTableSql(schema));
-  const script = fileURLToPath(new URL(`./${peer === 'pgboss' ? 'pgboss' : 'graphile'}-child.ts`, import.meta.url));
+  const script = fileURLToPath(new URL(`./${peer}-child.ts`, import.meta.url));
   const children = await Promise.all(
     Array.from({ length: PEER_PROCESSES }, () =>
       forkChild(ctx, script, { DATABASE_URL: ctx.databaseUrl, PEER_SCHEMA: schema }),
