@@ -12,10 +12,14 @@
  * groups before it left dirty.
  *
  * --quick   smaller sizes and a 5 s HTTP loop: about a minute; a smoke test, not a measurement
- * --only    comma-separated scenario groups: bullmq, throughput (minimal SQL, the same SQL on
- *           opspad's tables, opspad in worker processes, in-process and on a Redis Cluster, in
- *           turns), updates, http (create, record, HTTP loop), context (and the event-loop block
- *           of reorganizing the largest pad), worker (memory, and what traces cost a worker)
+ * --only    comma-separated scenario groups: bullmq, throughput (the minimal floor, the
+ *           lease-and-record SQL and the same SQL on opspad's tables, opspad in worker processes,
+ *           in-process and on a Redis Cluster, pg-boss and graphile-worker, in turns), peers (the
+ *           part of throughput the peer comparison needs: the floor, opspad's worker processes on
+ *           both backends, the two peers), updates, http (create, record, HTTP loop), context (and
+ *           the event-loop block of reorganizing the largest pad), worker (memory, and what traces
+ *           cost a worker), shapes (a slow provider through the demo and webhook handlers, many
+ *           small operations over HTTP), scale (an operation of 10,000,000 ids; small in --quick)
  * --profile start the opspad processes with --cpu-prof (profiles in bench/results/profiles)
  *
  * Exits 0 whether targets are met or not (the table says); non-zero only when a scenario fails.
@@ -37,21 +41,36 @@ import { benchContext } from './scenarios/context.ts';
 import { benchEventLoop } from './scenarios/event-loop.ts';
 import { benchHttp } from './scenarios/http.ts';
 import { benchUpdates } from './scenarios/record.ts';
-import { benchThroughput } from './scenarios/throughput.ts';
+import { benchScale } from './scenarios/scale.ts';
+import { benchIoBound } from './scenarios/shapes/io-bound.ts';
+import { benchManyOps } from './scenarios/shapes/many-ops.ts';
+import { benchWebhook } from './scenarios/shapes/webhook.ts';
+import { benchThroughput, type ThroughputCharts } from './scenarios/throughput.ts';
 import { benchTracing } from './scenarios/tracing.ts';
 import { benchWorkerRss } from './scenarios/worker-rss.ts';
 
 const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url));
-const GROUPS = ['bullmq', 'throughput', 'updates', 'http', 'context', 'worker'] as const;
+const GROUPS = ['bullmq', 'throughput', 'peers', 'updates', 'http', 'context', 'worker', 'shapes', 'scale'] as const;
 
 /** The order entries appear in the table, whatever order they were measured in. */
 const ORDER = [
   'bullmq_job_per_item',
   'bullmq_job_per_batch_b100',
   'bullmq_job_per_batch_b1000',
+  'pgboss_job_per_item',
+  'graphile_job_per_item',
   'sql_minimal_b10',
   'sql_minimal_b100',
   'sql_minimal_b1000',
+  'sql_lease_record_b10',
+  'sql_lease_record_b100',
+  'sql_lease_record_b1000',
+  'pgboss_array_b10',
+  'pgboss_array_b100',
+  'pgboss_array_b1000',
+  'graphile_array_b10',
+  'graphile_array_b100',
+  'graphile_array_b1000',
   'sql_opspad_tables_b10',
   'sql_opspad_tables_b100',
   'sql_opspad_tables_b1000',
@@ -69,8 +88,10 @@ const ORDER = [
   'worker_process_items_per_s',
   'record_ms_n1k',
   'record_ms_n1m',
+  'record_ms_n10m',
   'lease_ms_n1k',
   'lease_ms_n1m',
+  'lease_ms_n10m',
   'seed_jsonb_update_ms_n10k',
   'opspad_update_ms_n10k',
   'copy_1m_floor_s',
@@ -79,6 +100,8 @@ const ORDER = [
   'create_1m_peak_rss_mb',
   'create_1m_uuid_sorted_s',
   'create_1m_uuid_s',
+  'create_10m_s',
+  'create_10m_peak_rss_mb',
   'worker_peak_rss_mb',
   'worker_untraced_items_per_s',
   'worker_traced_items_per_s',
@@ -93,6 +116,17 @@ const ORDER = [
   'http_loop_p99_ms',
   'http_loop_errors',
   'http_loop_rps',
+  'io_bound_items_per_s',
+  'io_bound_efficiency',
+  'io_bound_worker_peak_rss_mb',
+  'io_bound_cpu_us_per_item',
+  'webhook_items_per_s',
+  'webhook_efficiency',
+  'webhook_worker_peak_rss_mb',
+  'webhook_cpu_us_per_item',
+  'many_ops_items_per_s',
+  'many_ops_first_item_p99_ms',
+  'many_ops_org_finish_spread',
 ];
 
 async function main(): Promise<number> {
@@ -194,16 +228,26 @@ async function main(): Promise<number> {
       // Job per item only: a job carrying a batch does no per-item work at all (see the table).
       addPoints('raw BullMQ, a no-op job per item', { 1: result.chart[1] as number });
     }
-    if (only.has('throughput')) {
-      await settle('throughput');
-      const result = await benchThroughput(ctx, organizationId);
+    if (only.has('throughput') || only.has('peers')) {
+      // throughput holds the peers' systems too: with both asked for, it runs once.
+      const group = only.has('throughput') ? 'throughput' : 'peers';
+      await settle(group);
+      const result = await benchThroughput(ctx, organizationId, group === 'throughput' ? 'all' : 'peers');
       entries.push(...result.entries);
-      addPoints('minimal SQL (4 clients)', result.minimal);
-      addPoints("the same SQL on opspad's tables", result.opspadTables);
-      addPoints('opspad, 2 worker processes', result.processes);
-      addPoints('opspad, 2 worker processes, jobs in Postgres', result.processesPgQueue);
-      addPoints('opspad in one process', result.inProcess);
-      addPoints('opspad in one process, jobs in a Redis Cluster', result.cluster);
+      const labels: Record<keyof ThroughputCharts, string> = {
+        minimal: 'minimal floor (4 clients)',
+        leaseRecord: 'lease-and-record SQL (4 clients)',
+        opspadTables: "the same SQL on opspad's tables",
+        processes: 'opspad, 2 worker processes',
+        processesPgQueue: 'opspad, 2 worker processes, jobs in Postgres',
+        inProcess: 'opspad in one process',
+        cluster: 'opspad in one process, jobs in a Redis Cluster',
+        pgboss: 'pg-boss, 2 worker processes',
+        graphile: 'graphile-worker, 2 worker processes',
+      };
+      for (const [system, label] of Object.entries(labels) as [keyof ThroughputCharts, string][]) {
+        addPoints(label, result.charts[system] ?? {});
+      }
     }
     if (only.has('updates')) {
       await settle('updates');
@@ -224,6 +268,16 @@ async function main(): Promise<number> {
       await settle('worker');
       entries.push(...(await benchWorkerRss(ctx, organizationId)));
       entries.push(...(await benchTracing(ctx, organizationId)));
+    }
+    if (only.has('shapes')) {
+      await settle('shapes');
+      entries.push(...(await benchIoBound(ctx, organizationId)));
+      entries.push(...(await benchWebhook(ctx, organizationId)));
+      entries.push(...(await benchManyOps(ctx)));
+    }
+    if (only.has('scale')) {
+      await settle('scale');
+      entries.push(...(await benchScale(ctx)));
     }
   } finally {
     await cleanup();

@@ -57,7 +57,9 @@ export async function throughputChart(points: readonly ThroughputPoint[], subtit
         type: 'nominal',
         sort: systems,
         title: null,
-        scale: { range: ['#9aa5b1', '#4c78a8', '#e45756', '#f58518', '#54a24b'] },
+        scale: {
+          range: ['#9aa5b1', '#4c78a8', '#e45756', '#f58518', '#54a24b', '#b279a2', '#72b7b2', '#eeca3b', '#9d755d', '#ff9da6'],
+        },
         legend: { orient: 'top-left', direction: 'vertical', labelLimit: 400 },
       },
     },

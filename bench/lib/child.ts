@@ -86,8 +86,15 @@ export async function startOpspadChild(
   } finally {
     clearTimeout(timeout);
   }
+  const stop = gracefulStop(child);
+  ctx.defer(stop);
+  return { process: child, pid: child.pid as number, url, stop };
+}
+
+/** Stops `child` once, however often it is called: SIGTERM, then SIGKILL after 20 s. */
+export function gracefulStop(child: ChildProcess): () => Promise<void> {
   let stopping: Promise<void> | undefined;
-  const stop = () => {
+  return () => {
     stopping ??= (async () => {
       if (child.exitCode !== null || child.signalCode !== null) {
         return;
@@ -100,6 +107,4 @@ export async function startOpspadChild(
     })();
     return stopping;
   };
-  ctx.defer(stop);
-  return { process: child, pid: child.pid as number, url, stop };
 }

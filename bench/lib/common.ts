@@ -43,6 +43,18 @@ export interface Plan {
   renderSamples: number;
   httpConversations: number;
   httpSeconds: number;
+  /** Items of each peer run at batch 10, 100 and 1,000 (peers/peers.ts). */
+  peerItems: number;
+  /** Items (one job each) of each peer run of a job per item. */
+  peerPerItemItems: number;
+  /** Items through the demo handler at 100 ms a batch (shapes/io-bound.ts). */
+  ioBoundItems: number;
+  /** Items through the webhook handler (shapes/webhook.ts). */
+  webhookItems: number;
+  /** Many small operations created over HTTP at once (shapes/many-ops.ts). */
+  manyOps: { operations: number; itemsPerOperation: number; organizations: number; clients: number };
+  /** The operation of the scale group (scale.ts): 10,000,000 ids in a full run. */
+  scaleItems: number;
 }
 
 export const FULL_PLAN: Plan = {
@@ -63,6 +75,12 @@ export const FULL_PLAN: Plan = {
   renderSamples: 100,
   httpConversations: 50,
   httpSeconds: 30,
+  peerItems: 100_000,
+  peerPerItemItems: 100_000,
+  ioBoundItems: 200_000,
+  webhookItems: 2_000,
+  manyOps: { operations: 10_000, itemsPerOperation: 20, organizations: 100, clients: 50 },
+  scaleItems: 10_000_000,
 };
 
 export const QUICK_PLAN: Plan = {
@@ -70,8 +88,8 @@ export const QUICK_PLAN: Plan = {
   repeats: 1,
   bullmqJobs: 8_000,
   bullmqBatchJobs: 300,
-  ceilingItems: { 100: 20_000, 1000: 100_000 },
-  backgroundItems: { 100: 20_000, 1000: 100_000 },
+  ceilingItems: { 10: 3_000, 100: 20_000, 1000: 100_000 },
+  backgroundItems: { 10: 3_000, 100: 20_000, 1000: 100_000 },
   recordSamples: 20,
   updateSizes: [1_000, 10_000],
   updateSamples: 15,
@@ -82,6 +100,12 @@ export const QUICK_PLAN: Plan = {
   renderSamples: 30,
   httpConversations: 50,
   httpSeconds: 5,
+  peerItems: 10_000,
+  peerPerItemItems: 1_000,
+  ioBoundItems: 10_000,
+  webhookItems: 200,
+  manyOps: { operations: 300, itemsPerOperation: 20, organizations: 20, clients: 10 },
+  scaleItems: 100_000,
 };
 
 export interface BenchContext {
@@ -97,6 +121,12 @@ export interface BenchContext {
   log(message: string): void;
   /** Registers cleanup that must run even when the run fails (children, connections). */
   defer(cleanup: () => Promise<void> | void): void;
+  /**
+   * Called just before and just after the timed part of a throughput run (the floor, opspad's
+   * worker processes, the peers), outside the clock: a profile reads the server's statistics
+   * around it. Absent in a benchmark run.
+   */
+  probe?: { before(label: string): Promise<void>; after(label: string): Promise<void> };
 }
 
 export function median(values: readonly number[]): number {

@@ -9,9 +9,9 @@ type Lookup = (name: string) => number | undefined;
 
 interface Target {
   entry: string;
-  /** What the target says, and what the run measured against it. */
-  describe(get: Lookup): string;
-  check(get: Lookup): boolean | undefined;
+  /** What the target says, and what the run measured against it. `ratioOf`: an entry's ratio. */
+  describe(get: Lookup, ratioOf: Lookup): string;
+  check(get: Lookup, ratioOf: Lookup): boolean | undefined;
 }
 
 const times = (a: number | undefined, b: number | undefined) =>
@@ -51,19 +51,85 @@ function maxRatioTarget(entry: string, max: number, baseline: string): Target {
   };
 }
 
+function minTarget(entry: string, min: number, unit: string): Target {
+  return {
+    entry,
+    describe: () => `≥ ${min}${unit ? ` ${unit}` : ''}`,
+    check: (get) => {
+      const v = get(entry);
+      return v === undefined ? undefined : v >= min;
+    },
+  };
+}
+
+/** At least `min` times the better of `rivals` (those measured). */
+function ratioToBestTarget(entry: string, min: number, rivals: readonly string[]): Target {
+  const best = (get: Lookup) => {
+    const measured = rivals.filter((r) => get(r) !== undefined);
+    if (measured.length === 0) {
+      return undefined;
+    }
+    return measured.reduce((a, b) => ((get(a) as number) >= (get(b) as number) ? a : b));
+  };
+  return {
+    entry,
+    describe: (get) => {
+      const rival = best(get);
+      return `≥ ${min}× the better of ${rivals.join(', ')} (${rival ? `${fmtRatio(times(get(entry), get(rival)))} ${rival}` : '?'})`;
+    },
+    check: (get) => {
+      const rival = best(get);
+      const r = rival ? times(get(entry), get(rival)) : undefined;
+      return r === undefined ? undefined : r >= min;
+    },
+  };
+}
+
+/**
+ * At most `max` times `baseline`, by the ratio the scenario measured in turns when it has one
+ * (`entry.ratio`), else by the two figures.
+ */
+function maxTurnsRatioTarget(entry: string, max: number, baseline: string): Target {
+  const ratio = (get: Lookup, ratioOf: Lookup) => ratioOf(entry) ?? times(get(entry), get(baseline));
+  return {
+    entry,
+    describe: (get, ratioOf) => `≤ ${max}× ${baseline} (${fmtRatio(ratio(get, ratioOf))}, in turns)`,
+    check: (get, ratioOf) => {
+      const r = ratio(get, ratioOf);
+      return r === undefined ? undefined : r <= max;
+    },
+  };
+}
+
+const PEERS = (batch: number) => [`pgboss_array_b${batch}`, `graphile_array_b${batch}`];
+
 export const TARGETS: Target[] = [
   ratioTarget('opspad_background_b1000', 5, 'bullmq_job_per_item'),
   ratioTarget('opspad_background_b100', 2, 'bullmq_job_per_item'),
-  ratioTarget('opspad_background_b1000', 0.7, 'sql_minimal_b1000'),
+  ratioTarget('opspad_background_b1000', 0.7, 'sql_lease_record_b1000'),
+  ratioTarget('opspad_background_b10', 1, 'bullmq_job_per_item'),
+  ratioToBestTarget('opspad_background_b100', 1.2, PEERS(100)),
+  ratioToBestTarget('opspad_background_b1000', 1.2, PEERS(1000)),
   ratioTarget('opspad_background_b1000_pgqueue', 0.5, 'opspad_background_b1000'),
+  ratioToBestTarget('opspad_background_b100_pgqueue', 1, PEERS(100)),
+  ratioToBestTarget('opspad_background_b1000_pgqueue', 1, PEERS(1000)),
   maxRatioTarget('record_ms_n1m', 1.3, 'record_ms_n1k'),
   maxRatioTarget('lease_ms_n1m', 1.3, 'lease_ms_n1k'),
+  maxTurnsRatioTarget('record_ms_n10m', 1.3, 'record_ms_n1k'),
+  maxTurnsRatioTarget('lease_ms_n10m', 1.3, 'lease_ms_n1k'),
   ratioTarget('worker_process_items_per_s', 0.8, 'worker_process_items_per_s_n100k'),
   maxTarget('create_1m_s', 2.5, 's'),
+  maxRatioTarget('create_10m_s', 11, 'create_1m_s'),
+  maxTarget('create_10m_peak_rss_mb', 300, 'MB'),
   maxTarget('create_1m_healthz_max_ms', 50, 'ms'),
   maxTarget('create_1m_peak_rss_mb', 300, 'MB'),
   maxTarget('worker_peak_rss_mb', 250, 'MB'),
   ratioTarget('worker_traced_items_per_s', 0.85, 'worker_untraced_items_per_s'),
+  minTarget('io_bound_efficiency', 0.9, ''),
+  minTarget('webhook_efficiency', 0.8, ''),
+  ratioTarget('many_ops_items_per_s', 1, 'bullmq_job_per_item'),
+  maxTarget('many_ops_first_item_p99_ms', 1000, 'ms'),
+  maxTarget('many_ops_org_finish_spread', 2, '× (max / median)'),
   maxTarget('context_render_ms', 5, 'ms'),
   maxTarget('event_loop_max_block_ms', 50, 'ms'),
   maxTarget('context_tokens_typical', 400, 'tokens'),
@@ -93,6 +159,9 @@ export const TARGETS: Target[] = [
 export function applyTargets(entries: Entry[]): { met: number; missed: number; unknown: number } {
   const byName = new Map(entries.map((e) => [e.name, e]));
   const get: Lookup = (name) => byName.get(name)?.value;
+  // Ratios a scenario measured itself (in turns), before the ones filled below.
+  const own = new Map(entries.filter((e) => e.ratio !== undefined).map((e) => [e.name, e.ratio as number]));
+  const ratioOf: Lookup = (name) => own.get(name);
   for (const entry of entries) {
     if (entry.baseline && entry.ratio === undefined) {
       const r = times(entry.value, get(entry.baseline));
@@ -107,8 +176,9 @@ export function applyTargets(entries: Entry[]): { met: number; missed: number; u
     if (!entry) {
       continue;
     }
-    const pass = target.check(get);
-    entry.target = entry.target ? `${entry.target}; ${target.describe(get)}` : target.describe(get);
+    const pass = target.check(get, ratioOf);
+    const said = target.describe(get, ratioOf);
+    entry.target = entry.target ? `${entry.target}; ${said}` : said;
     if (pass === undefined) {
       outcome.unknown++;
     } else {
@@ -122,7 +192,9 @@ export function applyTargets(entries: Entry[]): { met: number; missed: number; u
 const formatValue = (e: Entry) =>
   Number.isInteger(e.value)
     ? e.value.toLocaleString('en-US')
-    : e.value.toLocaleString('en-US', { maximumFractionDigits: 2 });
+    : Math.abs(e.value) < 0.1
+      ? e.value.toLocaleString('en-US', { maximumSignificantDigits: 2 })
+      : e.value.toLocaleString('en-US', { maximumFractionDigits: 2 });
 
 function rows(entries: readonly Entry[]): string[][] {
   return entries.map((e) => [

@@ -60,33 +60,47 @@ async function assistantOperation(ctx: BenchContext, organizationId: string, ite
   return { scope, operationId: operation.id };
 }
 
+/** The ms of leases and records of 100-item batches, of small operations and of a big one, in turns. */
+export interface RecordPairTimes {
+  small: number[];
+  large: number[];
+  smallLease: number[];
+  largeLease: number[];
+}
+
 /**
- * `record_ms_n1k` and `record_ms_n1m`, in turns: a 100-item batch of a 1,000-item operation,
- * then one of the 1,000,000-item operation, and so on, so that both medians come from the same
- * stretch of time on a machine whose load varies.
+ * A 100-item batch of a 1,000-item operation, then one of the big operation, and so on, so that
+ * both medians come from the same stretch of time on a machine whose load varies.
  */
+export async function measureRecordPair(
+  ctx: BenchContext,
+  organizationId: string,
+  big: { scope: ConversationScope; operationId: string },
+): Promise<RecordPairTimes> {
+  const times: RecordPairTimes = { small: [], large: [], smallLease: [], largeLease: [] };
+  let current = await assistantOperation(ctx, organizationId, 1_000, 100);
+  while (times.small.length < ctx.plan.recordSamples) {
+    let [ms] = await measureRecord(ctx, current.scope, current.operationId, 1, 0, times.smallLease);
+    if (ms === undefined) {
+      current = await assistantOperation(ctx, organizationId, 1_000, 100);
+      [ms] = await measureRecord(ctx, current.scope, current.operationId, 1, 0, times.smallLease);
+    }
+    times.small.push(ms as number);
+    const [bigMs] = await measureRecord(ctx, big.scope, big.operationId, 1, 0, times.largeLease);
+    if (bigMs !== undefined) {
+      times.large.push(bigMs);
+    }
+  }
+  return times;
+}
+
+/** `record_ms_n1k` and `record_ms_n1m` (and the leases'), in turns (measureRecordPair). */
 export async function benchRecordPair(
   ctx: BenchContext,
   organizationId: string,
   big: { scope: ConversationScope; operationId: string; items: number },
 ): Promise<Entry[]> {
-  const small: number[] = [];
-  const large: number[] = [];
-  const smallLease: number[] = [];
-  const largeLease: number[] = [];
-  let current = await assistantOperation(ctx, organizationId, 1_000, 100);
-  while (small.length < ctx.plan.recordSamples) {
-    let [ms] = await measureRecord(ctx, current.scope, current.operationId, 1, 0, smallLease);
-    if (ms === undefined) {
-      current = await assistantOperation(ctx, organizationId, 1_000, 100);
-      [ms] = await measureRecord(ctx, current.scope, current.operationId, 1, 0, smallLease);
-    }
-    small.push(ms as number);
-    const [bigMs] = await measureRecord(ctx, big.scope, big.operationId, 1, 0, largeLease);
-    if (bigMs !== undefined) {
-      large.push(bigMs);
-    }
-  }
+  const { small, large, smallLease, largeLease } = await measureRecordPair(ctx, organizationId, big);
   ctx.log(
     `record a 100-item batch: ${round(median(small), 2)} ms at N=1,000, ${round(median(large), 2)} ms at N=${big.items.toLocaleString('en-US')}; lease it: ${round(median(smallLease), 2)} / ${round(median(largeLease), 2)} ms (in turns)`,
   );

@@ -1,91 +1,100 @@
 /**
- * The floor every per-item design pays (`sql_minimal_*`): the least SQL that keeps a durable
- * result per item, on the least table that can hold it — primary key (operation, ordinal), one
- * partial index on pending rows, an integer status, `= ANY(array)` statements — with four
- * clients. Each loops: lease the next batch (the pending rows from the cursor, `FOR UPDATE SKIP
- * LOCKED`, flipped in one UPDATE), then record it (one UPDATE of the rows by primary key and one
- * of the operation's counter, in one transaction). No queue, no handler, no audit trail, no ids
- * looked up by name: opspad's end-to-end figure is held to a share of this one.
+ * The floor (`sql_minimal_*`): the cheapest durable per-item design there is, so that opspad and
+ * its peers are read against what Postgres itself costs, not against a design's own shape. A job
+ * row carries its batch's ids (as a peer's job does); each of four clients loops over one
+ * transaction per batch: take the next job by deleting it (`SKIP LOCKED`: the open transaction is
+ * the lease, and a client that dies gives the job back by rolling back), record its ids with the
+ * peers' own statement (peers/items.ts), commit. Each item is written once, each job once; one
+ * commit and three round trips a batch (`BEGIN` travels with the take).
+ *
+ * What it does not do, and opspad does: keep a job's lease past one transaction (a handler that
+ * calls a provider for minutes), count outcomes, record failures and their reasons, pause or
+ * cancel mid-operation, survive a worker that hangs rather than dies, tell the assistant anything.
  */
-import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { type BenchContext, itemIds, timed } from '../lib/common.ts';
+import { type BenchContext, timed } from '../lib/common.ts';
+import { createItemsTableSql, insertRunItems, recordItemsSql, runItemIds, unrecordedCount } from './peers/items.ts';
 
 const CLIENTS = 4;
-const PENDING = 0;
-const LEASED = 1;
-const COMPLETED = 2;
+const SCHEMA = 'bench_floor';
+const JOB_CHUNK = 10_000;
 
-const SCHEMA = [
-  `CREATE TABLE IF NOT EXISTS bench_minimal_operation (id uuid PRIMARY KEY, completed_count int NOT NULL DEFAULT 0)`,
-  `CREATE TABLE IF NOT EXISTS bench_minimal_item (
-     operation_id uuid NOT NULL, ordinal int NOT NULL, item_id text NOT NULL,
-     status smallint NOT NULL DEFAULT ${PENDING}, lease_owner text, lease_expires_at timestamptz,
-     PRIMARY KEY (operation_id, ordinal))`,
-  `CREATE INDEX IF NOT EXISTS bench_minimal_item_pending ON bench_minimal_item (operation_id, ordinal)
-     WHERE status = ${PENDING}`,
-];
+/**
+ * Opens the batch's transaction and takes the oldest job from `from` on (the lowest id not taken
+ * yet, so the scan does not walk the jobs taken before it): one round trip, a simple query.
+ */
+const takeJobSql = (from: number) => `BEGIN; DELETE FROM ${SCHEMA}.jobs WHERE id = (
+  SELECT id FROM ${SCHEMA}.jobs WHERE id >= ${Math.trunc(from)} ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+  RETURNING id, ids`;
 
-const LEASE_SQL = `UPDATE bench_minimal_item
-  SET status = ${LEASED}, lease_owner = $2, lease_expires_at = now() + interval '300 seconds'
-  WHERE operation_id = $1 AND ordinal = ANY(ARRAY(
-    SELECT ordinal FROM bench_minimal_item
-    WHERE operation_id = $1 AND status = ${PENDING} AND ordinal >= $3
-    ORDER BY ordinal LIMIT $4 FOR UPDATE SKIP LOCKED))
-  RETURNING ordinal`;
-
-const RECORD_SQL = `UPDATE bench_minimal_item
-  SET status = ${COMPLETED}, lease_owner = NULL, lease_expires_at = NULL
-  WHERE operation_id = $1 AND ordinal = ANY($2::int[]) AND status = ${LEASED}`;
-
-async function runOnce(pool: pg.Pool, items: number, batch: number): Promise<number> {
-  const operationId = randomUUID();
-  await pool.query('INSERT INTO bench_minimal_operation (id) VALUES ($1)', [operationId]);
-  await pool.query(
-    `INSERT INTO bench_minimal_item (operation_id, ordinal, item_id)
-     SELECT $1, (u.o - 1)::int, u.v FROM unnest($2::text[]) WITH ORDINALITY AS u(v, o)`,
-    [operationId, itemIds(items)],
-  );
-  await pool.query('ANALYZE bench_minimal_item');
-  let cursor = 0;
+async function runOnce(ctx: BenchContext, pool: pg.Pool, run: number, items: number, batch: number): Promise<number> {
+  const ids = runItemIds(run, items);
+  await insertRunItems(pool, SCHEMA, ids);
+  const jobs: string[][] = [];
+  for (let start = 0; start < ids.length; start += batch) {
+    jobs.push(ids.slice(start, start + batch));
+  }
+  let from = Number.POSITIVE_INFINITY;
+  for (let start = 0; start < jobs.length; start += JOB_CHUNK) {
+    // Each job's ids as one text[] literal inside a jsonb array: one parameter for the chunk.
+    const { rows } = await pool.query<{ first: string }>(
+      `INSERT INTO ${SCHEMA}.jobs (ids)
+       SELECT ARRAY(SELECT jsonb_array_elements_text(j)) FROM jsonb_array_elements($1::jsonb) AS j
+       RETURNING id AS first`,
+      [JSON.stringify(jobs.slice(start, start + JOB_CHUNK))],
+    );
+    from = Math.min(from, ...rows.map((row) => Number(row.first)));
+  }
+  const record = recordItemsSql(SCHEMA);
   let recorded = 0;
-  const client = async (n: number) => {
+  const client = async () => {
     const conn = await pool.connect();
     try {
       for (;;) {
-        const leased = await conn.query<{ ordinal: number }>(LEASE_SQL, [operationId, `client-${n}`, cursor, batch]);
-        if (leased.rows.length === 0) {
+        const results = (await conn.query(takeJobSql(from))) as unknown as pg.QueryResult<{
+          id: string;
+          ids: string[];
+        }>[];
+        const job = results[1]?.rows[0];
+        if (!job) {
+          await conn.query('COMMIT');
           return;
         }
-        const ordinals = leased.rows.map((r) => r.ordinal);
-        cursor = Math.max(cursor, Math.max(...ordinals) + 1);
-        await conn.query('BEGIN');
-        await conn.query(RECORD_SQL, [operationId, ordinals]);
-        await conn.query('UPDATE bench_minimal_operation SET completed_count = completed_count + $2 WHERE id = $1', [
-          operationId,
-          ordinals.length,
-        ]);
+        // Jobs below it are taken or being taken (SKIP LOCKED passes over the latter).
+        from = Math.max(from, Number(job.id));
+        await conn.query(record, [job.ids]);
         await conn.query('COMMIT');
-        recorded += ordinals.length;
+        recorded += job.ids.length;
       }
+    } catch (error) {
+      await conn.query('ROLLBACK').catch(() => {});
+      throw error;
     } finally {
       conn.release();
     }
   };
-  const { ms } = await timed(() => Promise.all(Array.from({ length: CLIENTS }, (_, n) => client(n))));
-  if (recorded !== items) {
-    throw new Error(`the minimal SQL recorded ${recorded} of ${items} items`);
+  await ctx.probe?.before(`sql_minimal_b${batch}`);
+  const { ms } = await timed(() => Promise.all(Array.from({ length: CLIENTS }, client)));
+  await ctx.probe?.after(`sql_minimal_b${batch}`);
+  if (recorded !== items || (await unrecordedCount(pool, SCHEMA, run)) !== 0) {
+    throw new Error(`the minimal floor recorded ${recorded} of ${items} items`);
   }
   return (items / ms) * 1000;
 }
 
-/** The minimal table, created in the run's database; `run(batch)` → items/s over the plan's item count. */
+/** The floor's schema, created in the run's database; `run(batch)` → items/s over the plan's item count. */
 export async function minimalRunner(ctx: BenchContext) {
   const pool = new pg.Pool({ connectionString: ctx.databaseUrl, max: CLIENTS });
-  ctx.defer(() => pool.end());
-  for (const statement of SCHEMA) {
-    await pool.query(statement);
-  }
+  pool.on('error', () => {});
+  await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+  await pool.query(`CREATE SCHEMA ${SCHEMA}`);
+  await pool.query(createItemsTableSql(SCHEMA));
+  await pool.query(`CREATE TABLE ${SCHEMA}.jobs (id bigserial PRIMARY KEY, ids text[] NOT NULL)`);
+  ctx.defer(async () => {
+    await pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`).catch(() => {});
+    await pool.end();
+  });
   await Promise.all(Array.from({ length: CLIENTS }, () => pool.query('SELECT 1')));
-  return (batch: number, items = ctx.plan.ceilingItems[batch] as number) => runOnce(pool, items, batch);
+  let runs = 0;
+  return (batch: number, items = ctx.plan.ceilingItems[batch] as number) => runOnce(ctx, pool, runs++, items, batch);
 }

@@ -49,6 +49,8 @@ export async function workerProcessesRunner(ctx: BenchContext, organizationId: s
       queuePrefix: prefix,
       actor: 'bench',
     });
+    const label = `opspad_background_b${batch}${queue === 'redis' ? '' : '_pgqueue'}`;
+    await ctx.probe?.before(label);
     const { ms } = await timed(async () => {
       await dispatcher.startLanes(operation);
       await waitFor(
@@ -62,6 +64,7 @@ export async function workerProcessesRunner(ctx: BenchContext, organizationId: s
         { everyMs: 5 },
       );
     });
+    await ctx.probe?.after(label);
     return (items / ms) * 1000;
   };
   return { run, pids: workers.map((w) => w.pid), close: () => Promise.all(workers.map((w) => w.stop())) };
