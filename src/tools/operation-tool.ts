@@ -36,6 +36,7 @@ import {
   completeOperation,
   createOperation,
   type Database,
+  failureGroups,
   getOperation,
   lastPauseActors,
   leaseBatch,
@@ -263,6 +264,9 @@ export function createdResponse(operation: OperationRecord, pausedOperationId: s
   };
 }
 
+/** How many failure reasons `get` lists, the most frequent first. */
+const FAILURE_REASONS_SHOWN = 10;
+
 async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInput): Promise<ToolResult> {
   const details = await getOperation(deps.db, ctx.scope, input.operation_id, {
     after: input.failures_cursor ? Number(input.failures_cursor) : -1,
@@ -287,6 +291,10 @@ async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInpu
     updated_at: op.updated_at.toISOString(),
     failures: details.failures.map((f) => ({ id: f.item_id, reason: f.reason })),
     next_failures_cursor: details.nextFailuresCursor,
+    // Grouped by reason: what a model (or an MCP task's result) acts on, whatever the page.
+    ...(op.failed_count > 0
+      ? { failure_reasons: (await failureGroups(deps.db, op.id, { limit: FAILURE_REASONS_SHOWN, offset: 0 })).groups }
+      : {}),
     ...optional('items_pruned', itemsPrunedOutput(op.state_json, op.failed_count)),
   };
 }

@@ -147,8 +147,13 @@ describe('opspad mcp over stdio', () => {
     expect(JSON.stringify(operation?.inputSchema)).not.toContain('"null"');
 
     expect(mcp.client.getServerVersion()?.name).toBe('opspad');
-    // Only what the server honours: no list-changed or resource-update notifications are sent.
-    expect(mcp.client.getServerCapabilities()).toEqual({ tools: {}, resources: {} });
+    // Only what the server honours: no list-changed or resource-update notifications are sent;
+    // the operation tool's creates run as tasks (mcp-tasks.test.ts).
+    expect(mcp.client.getServerCapabilities()).toEqual({
+      tools: {},
+      resources: {},
+      tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+    });
     expect(mcp.client.getInstructions()).toContain('read_working_memory');
     expect(mcp.stderr.join('')).toContain('serving a session of its own');
   });
