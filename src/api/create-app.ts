@@ -27,6 +27,7 @@ import { docsRouter } from './openapi/docs-route.ts';
 import { operationToolBody as operationToolBodyReader } from './operation-body.ts';
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
 import { guardOperatorChanges, OPERATOR_CSP, operatorHeaders } from './operator-guard.ts';
+import { ADMIN_APPROVALS_PATH as APPROVALS_PATH, adminApprovalsRouter } from './routes/admin-approvals.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
@@ -151,6 +152,15 @@ export function createApp(deps: AppDeps): express.Express {
       },
       accepting: deps.readiness.accepting,
     }),
+  );
+
+  app.use(
+    APPROVALS_PATH,
+    operatorHeaders(OPERATOR_CSP.data),
+    adminAuth,
+    express.urlencoded({ extended: false, limit: '4kb' }),
+    jsonBody({ bytes: 4096, variable: 'the admin API', advice: 'Send only {"approve_above": n}.' }),
+    adminApprovalsRouter({ db: deps.db, tools: deps.tools, adminUser: deps.admin.user, readOnly }),
   );
 
   const v1 = express.Router();

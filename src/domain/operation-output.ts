@@ -176,6 +176,8 @@ export const OPERATION_EVENT_KINDS = [
   'cancelled',
   'expired',
   'retried',
+  'approved',
+  'rejected',
 ] as const;
 
 export type CreateResult = z.output<typeof CreateResult>;

@@ -26,6 +26,7 @@ import { ConversationParams as conversation } from '../params.ts';
 import { Params as ExecutionParams, CreateBody as StartExecutionBody, TracesQuery } from '../routes/executions.ts';
 import { Params as OperationParams } from '../routes/operations.ts';
 import { Page } from '../routes/scratchpad.ts';
+import { APPROVAL_ROUTES } from './approval-routes.ts';
 import { MCP_ROUTES } from './mcp-routes.ts';
 import { OPERATOR_ROUTES, PUBLIC_ROUTES } from './public-routes.ts';
 import { BODY_ERRORS, V1_ERRORS } from './route-errors.ts';
@@ -244,4 +245,10 @@ const V1_ROUTES: RouteSpec[] = [
 ];
 
 /** Every route, in the order the document lists them. */
-export const ROUTES: readonly RouteSpec[] = [...V1_ROUTES, ...MCP_ROUTES, ...PUBLIC_ROUTES, ...OPERATOR_ROUTES];
+export const ROUTES: readonly RouteSpec[] = [
+  ...V1_ROUTES,
+  ...MCP_ROUTES,
+  ...PUBLIC_ROUTES,
+  ...OPERATOR_ROUTES,
+  ...APPROVAL_ROUTES,
+];
