@@ -37,6 +37,7 @@ import { metricsRouter } from './routes/metrics.ts';
 import { operationsRouter } from './routes/operations.ts';
 import { type ScratchpadRoutesDeps, scratchpadRouter } from './routes/scratchpad.ts';
 import { toolsRouter } from './routes/tools.ts';
+import { userApprovalRouter } from './routes/user-approval.ts';
 import type { StreamSlots } from './stream-slots.ts';
 import { traceRequests } from './trace-requests.ts';
 
@@ -195,6 +196,7 @@ export function createApp(deps: AppDeps): express.Express {
   );
   v1.use(scratchpadRouter(deps.scratchpad));
   v1.use(executionsRouter(deps.db));
+  v1.use(userApprovalRouter(deps.tools, deps.db));
   v1.use(
     operationsRouter({
       db: deps.db,

@@ -31,6 +31,7 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { type ToolDefinition, toolDefinitions } from '../tools/definitions.ts';
+import { type AwaitingOperation, askApproval, canAsk } from './ask-approval.ts';
 import { type HttpAnswer, type OpspadHttpClient, OpspadHttpError, sessionProblem } from './http-client.ts';
 import {
   OPERATION_APP_MIME_TYPE,
@@ -156,6 +157,22 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
     tools: [...(await definitions()).map(asTool), CONTEXT_TOOL],
   }));
 
+  /** The create's answer after the user was asked (ask-approval.ts): with their decision in it. */
+  const asked = async (op: AwaitingOperation, created: HttpAnswer, signal: AbortSignal): Promise<CallToolResult> => {
+    const decision = await askApproval(server, op, signal);
+    if (!decision) {
+      return toolResult(created);
+    }
+    const decided = await client.decideApproval(op.operation_id, decision, signal);
+    if (!decided.ok) {
+      log?.(`recording the user's ${decision} failed with ${decided.status}`);
+      return toolResult(decided);
+    }
+    const status = (decided.body as { status?: unknown }).status;
+    const user = decision === 'approve' ? 'The user approved it: it runs.' : 'The user declined: it was cancelled.';
+    return toolResult({ ...created, body: { ...(created.body as object), status, approval: user } });
+  };
+
   /** One tool call, and the operation it created (a `create` that succeeded). */
   const runTool = async (
     name: string,
@@ -182,12 +199,13 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
         return { result: toolResult(answer) };
       }
       await router.answered(name, call, answer.body);
-      const body = answer.body as { operation_id?: unknown } | null;
+      const body = answer.body as { operation_id?: unknown; status?: unknown } | null;
       const isCreate = name === OPERATION_TOOL && (input as { action?: unknown } | undefined)?.action === 'create';
-      return {
-        result: toolResult(answer),
-        ...(isCreate && typeof body?.operation_id === 'string' ? { created: body.operation_id } : {}),
-      };
+      const created = isCreate && typeof body?.operation_id === 'string' ? body.operation_id : undefined;
+      if (created && body?.status === 'awaiting_approval' && canAsk(server)) {
+        return { result: await asked(answer.body as AwaitingOperation, answer, signal), created };
+      }
+      return { result: toolResult(answer), ...(created ? { created } : {}) };
     } catch (error) {
       if (!(error instanceof OpspadHttpError)) {
         throw error;

@@ -222,6 +222,11 @@ describe('real requests and answers against the document (postgres)', () => {
       body: JSON.stringify({ approve_above: null }),
     });
     await record(`${harness.url}/admin/approvals/${randomUUID()}/approve`, { method: 'POST', headers: adminJson });
+    await record(`${harness.url}/v1/operations/${randomUUID()}/approval`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ decision: 'approve' }),
+    });
 
     // MCP over Streamable HTTP, and its protected-resource metadata.
     await record(`${harness.url}/.well-known/oauth-protected-resource/mcp`);
