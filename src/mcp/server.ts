@@ -75,6 +75,12 @@ export interface OpspadMcpServerOptions {
    * key there (see task-store.ts); a store of the server's own by default.
    */
   taskAnswers?: { store: TaskAnswers; sessionKey: string };
+  /**
+   * Whether to ask the user (elicitation) before an operation above the approval threshold
+   * starts; default true. `/mcp` passes false: its per-request servers cannot wait for a reply
+   * that arrives as another request.
+   */
+  askApproval?: boolean;
 }
 
 function textResult(text: string, isError = false): CallToolResult {
@@ -158,7 +164,7 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
   }));
 
   /** The create's answer after the user was asked (ask-approval.ts): with their decision in it. */
-  const asked = async (op: AwaitingOperation, created: HttpAnswer, signal: AbortSignal): Promise<CallToolResult> => {
+  const asked = async (op: AwaitingOperation, created: HttpAnswer, signal?: AbortSignal): Promise<CallToolResult> => {
     const decision = await askApproval(server, op, signal);
     if (!decision) {
       return toolResult(created);
@@ -173,12 +179,17 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
     return toolResult({ ...created, body: { ...(created.body as object), status, approval: user } });
   };
 
-  /** One tool call, and the operation it created (a `create` that succeeded). */
+  /**
+   * One tool call, and the operation it created (a `create` that succeeded). A create that
+   * awaits approval asks the user first (`ask: 'now'`), or hands the question back (`'later'`:
+   * a task answers at once, and reads `input_required` while the question is open).
+   */
   const runTool = async (
     name: string,
     input: unknown,
     signal: AbortSignal,
-  ): Promise<{ result: CallToolResult; created?: string }> => {
+    ask: 'now' | 'later' = 'now',
+  ): Promise<{ result: CallToolResult; created?: string; question?: () => Promise<CallToolResult> }> => {
     const names = [...(await definitions()).map((definition) => definition.name), CONTEXT_TOOL_NAME];
     if (!names.includes(name)) {
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}. The tools are: ${names.join(', ')}.`);
@@ -202,8 +213,12 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
       const body = answer.body as { operation_id?: unknown; status?: unknown } | null;
       const isCreate = name === OPERATION_TOOL && (input as { action?: unknown } | undefined)?.action === 'create';
       const created = isCreate && typeof body?.operation_id === 'string' ? body.operation_id : undefined;
-      if (created && body?.status === 'awaiting_approval' && canAsk(server)) {
-        return { result: await asked(answer.body as AwaitingOperation, answer, signal), created };
+      if (created && body?.status === 'awaiting_approval' && options.askApproval !== false && canAsk(server)) {
+        const op = answer.body as AwaitingOperation;
+        if (ask === 'later') {
+          return { result: toolResult(answer), created, question: () => asked(op, answer) };
+        }
+        return { result: await asked(op, answer, signal), created };
       }
       return { result: toolResult(answer), ...(created ? { created } : {}) };
     } catch (error) {
@@ -221,8 +236,10 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
    */
   const runAsTask = async (request: CallToolRequest, extra: { signal: AbortSignal }): Promise<CreateTaskResult> => {
     const { name, arguments: input } = request.params;
-    const { result, created } = await runTool(name, input, extra.signal);
+    const { result, created, question } = await runTool(name, input, extra.signal, 'later');
     const operationTask = created ? await taskStore.operationTask(created, extra.signal) : null;
+    // Asked once the task is answered; the answer moves the task on (or leaves it waiting).
+    question?.().catch((error: unknown) => log?.(`asking the user failed: ${String(error)}`));
     return { task: operationTask ?? taskStore.keepAnswer(result) };
   };
 

@@ -8,6 +8,7 @@
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/experimental/tasks/types.js';
 import {
   type CallToolResult,
@@ -131,9 +132,31 @@ describe('consent through MCP elicitation', () => {
       },
       CreateTaskResultSchema,
     );
+    // The task answers at once, waiting for the user; their answer then moves it on.
+    expect(task.status).toBe('input_required');
+    const result = (await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema, {
+      timeout: 50_000,
+    })) as CallToolResult;
+    expect(json(result)).toMatchObject({ status: 'cancelled', completed_count: 0 });
     expect(asked.map((question) => question.taskStatus)).toEqual(['input_required', 'input_required']);
-    expect(task.status).toBe('cancelled');
     expect(await statusOf(task.taskId)).toBe('cancelled');
+  });
+
+  it('asks nothing over /mcp, whose per-request servers cannot wait for the reply', async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(`${harness.url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${tenant.apiKey}` } },
+    });
+    const client = new Client({ name: 'opspad-consent-http', version: '0.0.0' }, { capabilities: { elicitation: {} } });
+    const asked: string[] = [];
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push(request.params.message);
+      return { action: 'accept', content: { send: true } };
+    });
+    await client.connect(transport, { timeout: 30_000 });
+    clients.push(client);
+    const body = json(await create(client, 15));
+    expect(body.status).toBe('awaiting_approval');
+    expect(asked).toEqual([]);
   });
 
   it('leaves operations at or below the threshold alone', async () => {

@@ -183,6 +183,7 @@ export function mcpRouter(deps: McpRouteDeps): Router {
       version,
       log: (message) => deps.logger.warn({ mcp_session: id }, message),
       taskAnswers: { store: taskAnswers, sessionKey: `${organizationId}:${id}` },
+      askApproval: false,
     });
     // Stateless: this transport serves this one request; the session is the row.
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
