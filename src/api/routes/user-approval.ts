@@ -8,7 +8,7 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { parseOrThrow } from '../../domain/validation.ts';
-import { getOperationInOrganization } from '../../store/index.ts';
+import { type Database, getOperationInOrganization } from '../../store/index.ts';
 import type { ToolRegistry } from '../../tools/registry.ts';
 import { principalOf } from '../auth.ts';
 import { Params } from './operations.ts';
@@ -17,7 +17,7 @@ export const UserApprovalBody = z.object({
   decision: z.enum(['approve', 'reject'], { error: 'must be "approve" or "reject"' }),
 });
 
-export function userApprovalRouter(tools: ToolRegistry, db: Parameters<typeof getOperationInOrganization>[0]): Router {
+export function userApprovalRouter(tools: ToolRegistry, db: Database): Router {
   const router = Router();
   router.post('/operations/:operationId/approval', async (req, res) => {
     const { operationId } = parseOrThrow(Params, req.params, 'path');
