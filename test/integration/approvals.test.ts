@@ -165,6 +165,14 @@ describe('approvals', () => {
     expect(await statusOf(held.operation_id)).toBe('cancelled');
     expect(await itemStatuses(held.operation_id)).toEqual({ abandoned: 12 });
     expect(await events(held.operation_id)).toContainEqual({ kind: 'rejected', actor: 'operator:admin' });
+    // The operation's page shows the decision in its audit trail, with who, and no more buttons.
+    const after = await (
+      await fetch(`${harness.url}/admin/operations/${held.operation_id}`, {
+        headers: { authorization: harness.adminAuthorization },
+      })
+    ).text();
+    expect(after).toMatch(/rejected[\s\S]*operator:admin/);
+    expect(after).not.toContain(`/admin/approvals/${held.operation_id}/approve`);
   });
 
   it('refuses bad input, foreign origins and unknown ids, changing nothing', async () => {
