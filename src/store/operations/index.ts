@@ -27,6 +27,7 @@ export * from './context-reads.ts';
 export * from './event-repo.ts';
 export { type FailureRow, failuresPage } from './failure-sql.ts';
 export { createOperationFromStream, type ItemSink, RepeatedItemIdError } from './item-copy.ts';
+export * from './operation-approval.ts';
 export * from './operation-control.ts';
 export * from './operation-create.ts';
 export * from './operation-maintenance.ts';
