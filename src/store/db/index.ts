@@ -7,4 +7,6 @@
  * Tables: none of its own (drizzle's migration journal).
  */
 export * from './db.ts';
+export * from './lock-keys.ts';
 export * from './migrate.ts';
+export * from './pg-errors.ts';

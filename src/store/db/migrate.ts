@@ -11,12 +11,10 @@ import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import type pg from 'pg';
 import type { Database } from './db.ts';
+import { SESSION_LOCK } from './lock-keys.ts';
 import { functionsToApply, LIST_FUNCTIONS_SQL } from './sql-functions.ts';
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../../drizzle', import.meta.url));
-
-/** An arbitrary constant: the advisory lock key opspad's migrator holds while it runs. */
-const MIGRATION_LOCK_KEY = 7_303_140_001;
 
 /**
  * Applies every migration of `migrationsFolder` (by default opspad's own) not applied yet, and
@@ -56,14 +54,14 @@ export async function runMigrations(
   const onError = () => {};
   client.on('error', onError);
   try {
-    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query('SELECT pg_advisory_lock($1)', [SESSION_LOCK.migration]);
     try {
       await migratePg(drizzlePg({ client }), { migrationsFolder });
       if (migrationsFolder === MIGRATIONS_FOLDER) {
         await applyFunctions(client);
       }
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await client.query('SELECT pg_advisory_unlock($1)', [SESSION_LOCK.migration]);
     }
   } finally {
     client.off('error', onError);

@@ -26,13 +26,14 @@
 import type { OperationCounts, OperationRecord } from '../../domain/operation.ts';
 import { countsOf } from '../../domain/operation.ts';
 import type { Queryable } from '../db/db.ts';
+import { isRetryableConflict, NOT_ALL_RECORDABLE, sqlStateOf } from '../db/pg-errors.ts';
 import { prepared } from '../db/prepared.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
 
-/** The SQLSTATE opspad_record_step raises when an id of the report was not recordable. */
-const NOT_ALL_RECORDABLE = 'OPS01';
-/** Deadlock and serialization failures: the general path retries them. */
-const TRY_THE_GENERAL_PATH = new Set([NOT_ALL_RECORDABLE, '40P01', '40001']);
+/** An id the step could not record, or a conflict (which the general path retries). */
+function tryTheGeneralPath(error: unknown): boolean {
+  return sqlStateOf(error) === NOT_ALL_RECORDABLE || isRetryableConflict(error);
+}
 
 type StepRow = OperationRecord & { in_flight: number };
 
@@ -148,13 +149,12 @@ export async function recordLeaseStep(
   return { operation, counts: countsOf(operation, in_flight), next };
 }
 
-/** Runs the call; null when it refused the case (see TRY_THE_GENERAL_PATH). */
+/** Runs the call; null when it refused the case (see tryTheGeneralPath). */
 async function callStep<R extends object>(db: Queryable, sql: string, params: unknown[]): Promise<R[] | null> {
   try {
     return await db.query<R>(sql, params);
   } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    if (typeof code === 'string' && TRY_THE_GENERAL_PATH.has(code)) {
+    if (tryTheGeneralPath(error)) {
       return null;
     }
     throw error;

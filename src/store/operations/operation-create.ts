@@ -13,6 +13,7 @@
 import type { ExecutionMode, OperationRecord, OperationState } from '../../domain/operation.ts';
 import { OPERATION_DEFAULTS } from '../../domain/operation-input.ts';
 import type { Database, Queryable } from '../db/db.ts';
+import { isDeadlock, isUniqueViolation, UNIQUE_INDEX } from '../db/pg-errors.ts';
 import { prepared } from '../db/prepared.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 import { insertItems } from './item-insert.ts';
@@ -183,9 +184,7 @@ async function createInOneStatement(
 
 /** Another create of the conversation committed first, or a deadlock. */
 function lostTheRace(error: unknown): boolean {
-  const { code, constraint, message } = (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
-  const index = 'uq_assistant_operation_one_active';
-  return code === '40P01' || (code === '23505' && (constraint === index || String(message).includes(index)));
+  return isDeadlock(error) || isUniqueViolation(error, UNIQUE_INDEX.oneActiveOperation);
 }
 
 type CreatedRow = OperationRecord & { paused_operation_id: string | null };
