@@ -5,6 +5,7 @@
  */
 import { BOARD_PATH } from '../api/board.ts';
 import type { DatabaseSettings } from '../config/env.ts';
+import { loadHandlerModules } from '../handlers/registry.ts';
 import type { Logger } from '../logger.ts';
 import { createOpspad, type Opspad, type ServiceConfig } from '../main.ts';
 import { assertRedisReachable } from '../queue/connection.ts';
@@ -46,6 +47,20 @@ export async function openForCommand(config: DatabaseSettings): Promise<OpspadDa
   }
 }
 
+/**
+ * The steps of startLocal in start order, each with its place in the shutdown that follows
+ * opspad's own (null: nothing to stop); what each closes is declared at the step.
+ */
+const LOCAL_STEPS = {
+  Redis: null,
+  handlers: null,
+  database: 2,
+  migrations: null,
+  'control socket': 1,
+  service: null,
+} as const satisfies Record<string, number | null>;
+type LocalStep = keyof typeof LOCAL_STEPS;
+
 export interface LocalService {
   opspad: Opspad;
   db: OpspadDatabase;
@@ -67,29 +82,33 @@ export async function startLocal(config: ServiceConfig, logger: Logger, role: 'a
   }
   // Before anything opens: a port in use is said at once, not after migrating.
   await assertCanServe(config, role);
-  const start = startSequence<'Redis' | 'database' | 'migrations' | 'control socket' | 'service'>({
+  const start = startSequence<LocalStep>({
     logger,
     timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT,
+    stopOrder: LOCAL_STEPS,
   });
   // Before the database: a missing Redis is the most common first-run problem; say so at once.
   if (config.OPSPAD_QUEUE_BACKEND === 'redis') {
     await start.step('Redis', () => assertRedisReachable(redisTargetOf(config)));
   }
-  const db = await start.step(
-    'database',
-    () => openDatabaseFree(config),
-    (opened) => () => opened.close(),
-  );
+  // Before the database too: a handler module that fails to load needs no migration to say so.
+  const handlerModules = await start.step('handlers', () => loadHandlerModules(config.OPSPAD_HANDLERS));
+  const db = await start.step('database', () => openDatabaseFree(config), {
+    shutdown: (opened) => ({ run: () => opened.close() }),
+  });
   await start.step('migrations', () => migrate(db, config));
-  const control = config.DATABASE_URL
-    ? null
-    : await start.step(
-        'control socket',
-        () => listenLocalControl(config.OPSPAD_DATA_DIR, db),
-        (server) => () => new Promise<void>((resolve) => server.close(() => resolve())),
-      );
+  if (!config.DATABASE_URL) {
+    await start.step('control socket', () => listenLocalControl(config.OPSPAD_DATA_DIR, db), {
+      shutdown: (server) => ({
+        run: () => new Promise<void>((resolve) => server.close(() => resolve())),
+        force: () => server.closeAllConnections(),
+      }),
+    });
+  }
   // Its own steps name themselves when one fails; this one then closes the above.
-  const opspad = await start.step('service', () => createOpspad({ config, logger, db, api: role === 'all' }));
+  const opspad = await start.step('service', () =>
+    createOpspad({ config, logger, db, handlerModules, api: role === 'all' }),
+  );
   if (!config.DATABASE_URL) {
     logger.info(
       { dataDir: config.OPSPAD_DATA_DIR },
@@ -99,15 +118,7 @@ export async function startLocal(config: ServiceConfig, logger: Logger, role: 'a
   return {
     opspad,
     db,
-    shutdownSteps: [
-      ...opspad.shutdownSteps,
-      {
-        name: 'control socket',
-        run: () => new Promise<void>((resolve) => (control ? control.close(() => resolve()) : resolve())),
-        force: () => control?.closeAllConnections(),
-      },
-      { name: 'database', run: () => db.close() },
-    ],
+    shutdownSteps: [...opspad.shutdownSteps, ...start.shutdownSteps()],
   };
 }
 

@@ -8,7 +8,7 @@
  * while items remain unless forced, `complete_if_done` only fires when every item is recorded,
  * `retry_failed` needs failed items, and a lease needs the current dispatch epoch.
  */
-import type { OperationStatus } from './operation.ts';
+import type { ItemStatus, OperationStatus } from './operation.ts';
 
 /** The actions that read or change an operation's status. */
 export const LIFECYCLE_ACTIONS = [
@@ -144,3 +144,19 @@ export const LIFECYCLE: Readonly<Record<LifecycleAction, Readonly<Record<Operati
 export function transition(action: LifecycleAction, status: OperationStatus): Transition {
   return LIFECYCLE[action][status];
 }
+
+/** The statuses in which `action` goes ahead on its own (allowed, or a change of status). */
+export function statusesAllowing(action: LifecycleAction): OperationStatus[] {
+  return (Object.keys(LIFECYCLE[action]) as OperationStatus[]).filter((status) => {
+    const { kind } = LIFECYCLE[action][status];
+    return kind === 'allowed' || kind === 'change';
+  });
+}
+
+/**
+ * An item's statuses on the lease and record path: a lease takes pending items (a leased item
+ * stays pending while a live lease row names it), a record ends one as completed or failed. The
+ * step functions (src/store/leases/sql/) spell these as literals; a test holds them to this list.
+ */
+export const ITEM_LEASABLE = 'pending' satisfies ItemStatus;
+export const ITEM_RECORDED = ['completed', 'failed'] as const satisfies readonly ItemStatus[];

@@ -39,12 +39,14 @@ import {
   type Database,
   failureGroups,
   getOperation,
+  isUniqueViolation,
   lastPauseActors,
   leaseBatch,
   pauseOperation,
   recordResults,
   resumeOperation,
   retryFailed,
+  UNIQUE_INDEX,
 } from '../store/index.ts';
 
 export const OPERATION_TOOL_NAME = 'manage_assistant_operation';
@@ -121,9 +123,7 @@ export function repeatedIdsError(duplicates: readonly string[]): AppError {
 
 /** Whether `error` is the unique index on (operation_id, item_id) refusing a repeated id. */
 function isDuplicateItemError(error: unknown): boolean {
-  const { code, constraint, message } = (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
-  const index = 'uq_assistant_operation_item_id';
-  return code === '23505' && (constraint === index || String(message).includes(index));
+  return isUniqueViolation(error, UNIQUE_INDEX.itemId);
 }
 
 /** `{[key]: value}`, or nothing when value is undefined (the field is then left out). */

@@ -213,6 +213,9 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
         'dist/cli/main.js',
         'dist/vendor/redoc/redoc.standalone.js',
         'dist/vendor/redoc/LICENSE',
+        // The server-side functions' files, which the migrator applies.
+        'dist/store/leases/sql/opspad_lease_step.sql',
+        'dist/store/operations/sql/opspad_delete_operation_items.sql',
         'drizzle/meta/_journal.json',
       ]),
     );

@@ -22,6 +22,7 @@
  * - operator-view-repo.ts, organization-operations-repo.ts: reads across conversations
  * - operation-maintenance.ts: the reconciler's and the sweeper's cross-organization work
  * - event-repo.ts: the audit trail
+ * - sql/: the trigger function that deletes a deleted operation's items
  */
 export * from './context-reads.ts';
 export * from './event-repo.ts';

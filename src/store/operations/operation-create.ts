@@ -13,6 +13,7 @@
 import type { ExecutionMode, OperationRecord, OperationState } from '../../domain/operation.ts';
 import { OPERATION_DEFAULTS } from '../../domain/operation-input.ts';
 import type { Database, Queryable } from '../db/db.ts';
+import { isDeadlock, isUniqueViolation, UNIQUE_INDEX } from '../db/pg-errors.ts';
 import { prepared } from '../db/prepared.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 import { insertItems } from './item-insert.ts';
@@ -40,9 +41,8 @@ const CREATE_PAUSE_REASON = 'a new operation was created';
  * reads the pause's rows so that it runs after it (the index of one active operation per
  * conversation must find the old row paused). An assistant's create runs it alone (see
  * createInOneStatement); in a transaction that took the lock already, taking it again costs
- * nothing. It was five statements in a transaction, seven round trips with the COPY of a few
- * ids; each round trip costs both processes a socket write, about 0.1-0.15 ms of this machine's
- * CPU, more than the rows.
+ * nothing. One statement instead of a transaction of five: each round trip costs both processes
+ * a socket write, more CPU than a small create's rows.
  */
 const CREATE_SQL = prepared(`WITH conversation AS (
     INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
@@ -184,9 +184,7 @@ async function createInOneStatement(
 
 /** Another create of the conversation committed first, or a deadlock. */
 function lostTheRace(error: unknown): boolean {
-  const { code, constraint, message } = (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
-  const index = 'uq_assistant_operation_one_active';
-  return code === '40P01' || (code === '23505' && (constraint === index || String(message).includes(index)));
+  return isDeadlock(error) || isUniqueViolation(error, UNIQUE_INDEX.oneActiveOperation);
 }
 
 type CreatedRow = OperationRecord & { paused_operation_id: string | null };
@@ -275,19 +273,15 @@ const ANALYZE_SAMPLE_SQL = `SELECT set_config('default_statistics_target', least
 /**
  * After a create of many items: until the table's statistics count the new operation's rows, the
  * planner takes it for a small one and reads all of its rows for every lease, renewal and record
- * (it walks the `(operation, item)` index for the operation and filters): O(N) per batch, 3.5 s
- * for one lease of a 1,000,000-item operation. The create waits for the refresh, so no worker or
- * assistant gets the operation before the planner knows its size: run in the background, the
- * pass lost the race to the first leases, and a worker went through 1,000,000 items in 20.3 s
- * instead of 13.4 s. A failed pass is not the create's failure (autovacuum's analyze comes round
- * later).
+ * (it walks the `(operation, item)` index for the operation and filters): O(N) per batch. The
+ * create waits for the refresh, so no worker or assistant gets the operation before the planner
+ * knows its size (run in the background, the pass lost the race to the first leases). A failed
+ * pass is not the create's failure (autovacuum's analyze comes round later).
  *
- * The pass reads a sample sized to the create (ANALYZE_SAMPLE_SQL: 3,000 rows for a million ids
- * in a table of millions, at most the server's default, 30,000). Its cost is the sample's pages,
- * read at random from a table that grows with every operation kept: 30,000 rows took 0.17 s at
- * 18,000,000 rows and 1.1–1.2 s at 40,000,000, 3,000 rows 0.10 s there. Every column is
- * refreshed: with `operation_id` alone, a lease right after a create of 1,000,000 read 234 pages
- * per item (test/integration/scale.test.ts).
+ * The pass reads a sample sized to the create (ANALYZE_SAMPLE_SQL), at most the server's default.
+ * Cost: the sample's pages, read at random from a table that grows with every operation kept, so
+ * a smaller sample for a smaller create. Every column is refreshed: with `operation_id` alone, a
+ * lease right after a large create still read many pages per item (test/integration/scale.test.ts).
  */
 export async function analyzeAfterLargeCreate(db: Database, items: number): Promise<void> {
   if (items < ANALYZE_AFTER_ITEMS || db.engine !== 'postgres') {

@@ -17,6 +17,7 @@
  */
 import { AppError } from '../../domain/errors.ts';
 import type { Database, Queryable } from '../db/db.ts';
+import { XACT_LOCK_CLASS } from '../db/lock-keys.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 
 export type ExecutionStatus = 'running' | 'ended';
@@ -48,9 +49,6 @@ export interface NotesView {
   /** Every note visible in the scope: persistent ones first, then the scope's, in write order. */
   notes: string[];
 }
-
-/** Advisory-lock namespace of "the persistent notes of conversation <hashtext(organization:id)>". */
-const PERSISTENT_NOTES_LOCK = 0x6e6f7465;
 
 const EXECUTION_COLUMNS = 'id, conversation_id, organization_id, status, created_at, ended_at';
 
@@ -176,7 +174,7 @@ async function openScope(tx: Queryable, scope: NotesScope, { addsPersistent }: {
   await ensureConversation(tx, scope, { lock: false });
   if (addsPersistent) {
     await tx.query('SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))', [
-      PERSISTENT_NOTES_LOCK,
+      XACT_LOCK_CLASS.persistentNotes,
       `${scope.organizationId}:${scope.conversationId}`,
     ]);
   }
