@@ -41,7 +41,7 @@ export interface ScriptedModel {
 
 type Schema = Record<string, unknown>;
 
-function parse(text: unknown): unknown {
+export function parse(text: unknown): unknown {
   if (typeof text !== 'string') {
     return text;
   }
@@ -95,7 +95,8 @@ function closer(server: Server) {
     });
 }
 
-function validatorFor(tools: { name: string; schema: Schema }[]) {
+/** Checks each call against the schema its tool was given, as constrained decoding would. */
+export function validatorFor(tools: { name: string; schema: Schema }[]) {
   const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true });
   addFormats(ajv);
   const byName = new Map(tools.map((tool) => [tool.name, ajv.compile(tool.schema)]));

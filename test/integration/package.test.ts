@@ -210,6 +210,8 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
         'dist/index.d.ts',
         'dist/client/index.js',
         'dist/client/index.d.ts',
+        'dist/ai-sdk/index.js',
+        'dist/ai-sdk/index.d.ts',
         'dist/cli/main.js',
         'dist/vendor/redoc/redoc.standalone.js',
         'dist/vendor/redoc/LICENSE',
