@@ -131,13 +131,21 @@ export async function startScriptedOpenAi(model: FollowUpModel): Promise<Scripte
         ((m.tool_calls ?? []) as { id: string; function: { name: string } }[]).map((c) => [c.id, c.function.name]),
       ),
     );
+    // The results of the model's last calls: every tool message after its last own message.
+    const results: typeof messages = [];
+    for (let i = messages.length - 1; i >= 0 && messages[i]?.role === 'tool'; i--) {
+      results.unshift(messages[i] as (typeof messages)[number]);
+    }
     const decision = model({
       system,
       last:
-        last?.role === 'tool'
+        results.length > 0
           ? {
               kind: 'results',
-              results: [{ name: callNames.get(last.tool_call_id ?? '') ?? '', body: parse(last.content) }],
+              results: results.map((result) => ({
+                name: callNames.get(result.tool_call_id ?? '') ?? '',
+                body: parse(result.content),
+              })),
             }
           : { kind: 'user', text: last?.content ?? '' },
       tools: new Set(tools.map((t) => t.function.name)),

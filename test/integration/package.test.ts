@@ -212,6 +212,8 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
         'dist/client/index.d.ts',
         'dist/ai-sdk/index.js',
         'dist/ai-sdk/index.d.ts',
+        'dist/openai-agents/index.js',
+        'dist/openai-agents/index.d.ts',
         'dist/cli/main.js',
         'dist/vendor/redoc/redoc.standalone.js',
         'dist/vendor/redoc/LICENSE',
