@@ -6,6 +6,8 @@
  *
  * The pages are separate reads, not one snapshot: an item recorded while the file is streamed
  * shows whichever outcome it had when its page was read, and each item appears exactly once.
+ * A file holds one of the key's OPSPAD_MAX_STREAMS_PER_KEY slots while it streams, as an event
+ * stream does: a key cannot keep more of them reading the database at once.
  */
 import { once } from 'node:events';
 import type { Response } from 'express';
@@ -17,6 +19,7 @@ import {
   resultsPreamble,
 } from '../domain/item-results.ts';
 import { type Database, getOperationInOrganization, type ItemResultRow, itemResultsPage } from '../store/index.ts';
+import type { StreamSlot } from './stream-slots.ts';
 
 /** Rows read per statement: large enough that a million items take a thousand short reads. */
 export const RESULTS_PAGE_ROWS = 1000;
@@ -46,7 +49,16 @@ async function write(res: Response, chunk: string, gone: AbortSignal): Promise<v
   }
 }
 
-export async function streamResults(db: Database, res: Response, request: ResultsRequest): Promise<void> {
+/**
+ * Streams the file; `slot` counts it among the key's long responses (renewed with each page,
+ * released by the caller).
+ */
+export async function streamResults(
+  db: Database,
+  res: Response,
+  slot: StreamSlot,
+  request: ResultsRequest,
+): Promise<void> {
   // Before any byte is sent, so a wrong or foreign id is a normal JSON 404.
   await getOperationInOrganization(db, request.organizationId, request.operationId);
   const gone = new AbortController();
@@ -69,6 +81,7 @@ export async function streamResults(db: Database, res: Response, request: Result
         limit: RESULTS_PAGE_ROWS,
         onlyFailed: request.onlyFailed,
       });
+      await slot.renew();
       if (rows.length > 0) {
         await write(res, rows.map((row) => resultLine(request.format, resultOf(row))).join(''), gone.signal);
         after = rows[rows.length - 1]?.ordinal ?? after;

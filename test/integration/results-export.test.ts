@@ -11,6 +11,7 @@ import { parseCsvCell, RESULT_COLUMNS } from '../../src/domain/item-results.ts';
 import { FAILURE_SHAPE } from '../helpers/failure-shape.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { runOpspad } from '../helpers/processes.ts';
+import { eventually } from '../helpers/wait.ts';
 
 /** Ids a spreadsheet or a naive CSV writer would mangle. */
 const AWKWARD = [
@@ -30,6 +31,8 @@ const AWKWARD = [
 /** Over two pages of the server's reads (1,000 rows each). */
 const ITEMS = [...AWKWARD, ...ids(2500 - AWKWARD.length)];
 const BATCH = 1000;
+/** The key's long responses at once: event streams and results files together. */
+const MAX_STREAMS = 2;
 
 /** RFC 4180 rows of `text` (quoted cells may hold commas, quotes and line breaks). */
 function parseCsv(text: string): string[][] {
@@ -84,7 +87,7 @@ describe('an operation’s results as one file (postgres)', () => {
     });
 
   beforeAll(async () => {
-    harness = await startHarness('postgres');
+    harness = await startHarness('postgres', { env: { OPSPAD_MAX_STREAMS_PER_KEY: String(MAX_STREAMS) } });
     tenant = await harness.newTenant();
     client = createClient({ baseUrl: harness.url, apiKey: tenant.apiKey });
     const conversation = randomUUID();
@@ -205,6 +208,34 @@ describe('an operation’s results as one file (postgres)', () => {
     const message = ((await bad.json()) as { error: { message: string } }).error.message;
     expect(message).toContain('format');
     expect(message).toContain('must be jsonl or csv');
+  });
+
+  it('counts a file among the key’s streams: 429 too_many_streams beyond them, until one closes', async () => {
+    const held = await Promise.all(
+      Array.from({ length: MAX_STREAMS }, async () => {
+        const events = new AbortController();
+        const response = await fetch(`${harness.url}/v1/operations/${operationId}/events`, {
+          headers: { authorization: `Bearer ${tenant.apiKey}` },
+          signal: events.signal,
+        });
+        expect(response.status).toBe(200);
+        return events;
+      }),
+    );
+    const refused = await download('?format=csv');
+    expect(refused.status).toBe(429);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('too_many_streams');
+    for (const events of held) {
+      events.abort();
+    }
+    const served = await eventually(
+      async () => {
+        const response = await download('?status=failed');
+        return response.status === 200 ? response : void (await response.body?.cancel());
+      },
+      { what: 'a slot freed by the closed event streams' },
+    );
+    expect((await served.text()).split('\n').length - 1).toBe(failedReasons.size);
   });
 
   it('`opspad ops export` writes the same file to stdout, and fails in the one shape', async () => {

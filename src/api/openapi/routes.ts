@@ -44,7 +44,7 @@ const SSE_DESCRIPTION = [
 const RESULTS_DESCRIPTION = [
   'One line per item, in item order: `item_id`, `status` (`pending`, `leased`, `completed`, `failed`, `abandoned`), `reason` (null unless failed), `attempts` (leases that ended) and `recorded_at` (ISO 8601, null while the item has no outcome).',
   '`format=csv` writes the same columns under a header line (RFC 4180 quoting); a cell that starts with `=`, `+`, `-`, `@`, a tab, a carriage return or an apostrophe gets an apostrophe in front, so no spreadsheet runs it as a formula (take one leading apostrophe off to read the value back).',
-  '`status=failed` writes only the failed items, kept failures of a pruned operation included. Streamed in constant memory, page by page: an item recorded meanwhile shows the outcome it had when its page was read.',
+  '`status=failed` writes only the failed items, kept failures of a pruned operation included. Streamed in constant memory, page by page: an item recorded meanwhile shows the outcome it had when its page was read. While it streams, the file holds one of the key’s OPSPAD_MAX_STREAMS_PER_KEY slots, as an event stream does (429 too_many_streams beyond them).',
 ].join(' ');
 
 const V1_ROUTES: RouteSpec[] = [
@@ -267,7 +267,7 @@ const V1_ROUTES: RouteSpec[] = [
         ],
       },
     },
-    errors: [...V1_ERRORS, 'validation_failed', 'not_found'],
+    errors: [...V1_ERRORS, 'validation_failed', 'not_found', 'too_many_streams'],
   },
 ];
 

@@ -12,7 +12,7 @@ import { ResultsQuery } from '../../domain/item-results.ts';
 import { parseOrThrow } from '../../domain/validation.ts';
 import { getOperationInOrganization } from '../../store/index.ts';
 import { principalOf } from '../auth.ts';
-import { type OperationStreamDeps, progressOf, streamOperationEvents } from '../operation-stream.ts';
+import { type OperationStreamDeps, progressOf, streamOperationEvents, takeSlot } from '../operation-stream.ts';
 import { streamResults } from '../results-export.ts';
 
 export const Params = z.object({ operationId: z.uuid({ error: 'must be an operation id (a UUID)' }) });
@@ -31,12 +31,18 @@ export function operationsRouter(deps: OperationStreamDeps): Router {
   router.get('/operations/:operationId/results', async (req, res) => {
     const { operationId } = parseOrThrow(Params, req.params, 'path');
     const query = parseOrThrow(ResultsQuery, req.query, 'query');
-    await streamResults(deps.db, res, {
-      organizationId: principalOf(res).organizationId,
-      operationId,
-      format: query.format,
-      onlyFailed: query.status === 'failed',
-    });
+    const principal = principalOf(res);
+    const slot = await takeSlot(deps, principal, res);
+    try {
+      await streamResults(deps.db, res, slot, {
+        organizationId: principal.organizationId,
+        operationId,
+        format: query.format,
+        onlyFailed: query.status === 'failed',
+      });
+    } finally {
+      await slot.release();
+    }
   });
   return router;
 }
