@@ -30,7 +30,7 @@ export function opspadTools(options: OpspadToolsOptions): Record<string, Tool<un
   return Object.fromEntries(
     opspadToolSpecs(options).map((spec) => [
       spec.name,
-      tool<unknown, unknown>({
+      tool({
         description: spec.description,
         inputSchema: jsonSchema<unknown>(spec.parameters),
         execute: (input, { abortSignal }) => spec.call(input, abortSignal),

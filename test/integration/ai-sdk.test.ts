@@ -50,7 +50,7 @@ describe('opspad/ai-sdk in the AI SDK’s agent loop (postgres)', () => {
     const local: Record<string, Tool<unknown, unknown>> = Object.fromEntries(
       world.tools.map((t) => [
         t.name,
-        tool<unknown, unknown>({
+        tool({
           description: t.description,
           inputSchema: jsonSchema<unknown>(t.parameters),
           execute: (input) => t.run(input as Record<string, unknown>),
