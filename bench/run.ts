@@ -33,7 +33,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createApiKey, createPostgresDatabase, runMigrations } from '../src/store/index.ts';
 import { recordCostChart, type ThroughputPoint, throughputChart, writeSvg } from './lib/charts.ts';
-import { type BenchContext, type Entry, FULL_PLAN, QUICK_PLAN } from './lib/common.ts';
+import { type BenchContext, type Entry, FULL_PLAN, QUICK_PLAN, setWaitLimit } from './lib/common.ts';
 import { acquireRunResources } from './lib/env.ts';
 import { describeMachine, type MachineSpeed, measureSpeed } from './lib/machine.ts';
 import { applyTargets, formatTable, writeResults } from './lib/report.ts';
@@ -207,6 +207,13 @@ async function main(): Promise<number> {
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  setWaitLimit(plan.waitLimitMs);
+  // A stuck scenario ends the run with its last line above, cleaned up, instead of holding CI.
+  const overrun = setTimeout(() => {
+    log(`the run took longer than ${plan.runLimitMs / 60_000} min: stopping`);
+    void cleanup().finally(() => process.exit(1));
+  }, plan.runLimitMs);
+  overrun.unref();
 
   const entries: Entry[] = [];
   const throughput: ThroughputPoint[] = [];

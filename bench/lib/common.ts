@@ -27,6 +27,10 @@ export interface Entry {
 /** Sizes and durations of a run. `quick` scales everything down to about a minute. */
 export interface Plan {
   quick: boolean;
+  /** The longest a wait for workers may take before the scenario fails. */
+  waitLimitMs: number;
+  /** The longest the whole run may take before it stops, cleans up and fails. */
+  runLimitMs: number;
   /** Repetitions of each throughput measurement; the median is reported. */
   repeats: number;
   bullmqJobs: number;
@@ -61,6 +65,8 @@ export interface Plan {
 
 export const FULL_PLAN: Plan = {
   quick: false,
+  waitLimitMs: 600_000,
+  runLimitMs: 4 * 60 * 60_000,
   repeats: 3,
   bullmqJobs: 30_000,
   bullmqBatchJobs: 2_000,
@@ -88,6 +94,8 @@ export const FULL_PLAN: Plan = {
 
 export const QUICK_PLAN: Plan = {
   quick: true,
+  waitLimitMs: 120_000,
+  runLimitMs: 15 * 60_000,
   repeats: 1,
   bullmqJobs: 8_000,
   bullmqBatchJobs: 300,
@@ -163,11 +171,18 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ result: T; ms: n
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+let waitLimitMs = 600_000;
+
+/** The longest any wait of the run may take (the plan's waitLimitMs), set once at its start. */
+export function setWaitLimit(ms: number): void {
+  waitLimitMs = ms;
+}
+
 /** Polls `check` every `everyMs` until it returns a value, or fails after `timeoutMs`. */
 export function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined>,
-  { everyMs = 10, timeoutMs = 600_000 } = {},
+  { everyMs = 10, timeoutMs = waitLimitMs } = {},
 ): Promise<T> {
   return eventually(check, { what, intervalMs: everyMs, timeoutMs });
 }

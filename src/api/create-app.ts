@@ -27,6 +27,7 @@ import { docsRouter } from './openapi/docs-route.ts';
 import { operationToolBody as operationToolBodyReader } from './operation-body.ts';
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
 import { guardOperatorChanges, OPERATOR_CSP, operatorHeaders } from './operator-guard.ts';
+import { ADMIN_APPROVALS_PATH as APPROVALS_PATH, adminApprovalsRouter } from './routes/admin-approvals.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
@@ -36,6 +37,7 @@ import { metricsRouter } from './routes/metrics.ts';
 import { operationsRouter } from './routes/operations.ts';
 import { type ScratchpadRoutesDeps, scratchpadRouter } from './routes/scratchpad.ts';
 import { toolsRouter } from './routes/tools.ts';
+import { userApprovalRouter } from './routes/user-approval.ts';
 import type { StreamSlots } from './stream-slots.ts';
 import { traceRequests } from './trace-requests.ts';
 
@@ -153,6 +155,15 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
 
+  app.use(
+    APPROVALS_PATH,
+    operatorHeaders(OPERATOR_CSP.data),
+    adminAuth,
+    express.urlencoded({ extended: false, limit: '4kb' }),
+    jsonBody({ bytes: 4096, variable: 'the admin API', advice: 'Send only {"approve_above": n}.' }),
+    adminApprovalsRouter({ db: deps.db, tools: deps.tools, adminUser: deps.admin.user, readOnly }),
+  );
+
   const v1 = express.Router();
   v1.use(traceRequests());
   // Authenticate before reading a body that may be tens of megabytes.
@@ -185,6 +196,7 @@ export function createApp(deps: AppDeps): express.Express {
   );
   v1.use(scratchpadRouter(deps.scratchpad));
   v1.use(executionsRouter(deps.db));
+  v1.use(userApprovalRouter(deps.tools, deps.db));
   v1.use(
     operationsRouter({
       db: deps.db,

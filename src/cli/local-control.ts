@@ -11,10 +11,12 @@ import { z } from 'zod';
 import {
   createApiKey,
   type Database,
+  getApprovalPolicy,
   listApiKeys,
   listOAuthGrants,
   revokeApiKey,
   revokeOAuthGrant,
+  setApprovalPolicy,
   webhookSecretOf,
 } from '../store/index.ts';
 import { ProblemError } from './failure.ts';
@@ -34,6 +36,12 @@ export const KeyCommand = z.discriminatedUnion('op', [
   z.strictObject({ op: z.literal('list'), org: organizationName }),
   z.strictObject({ op: z.literal('oauth_grants'), org: organizationName.optional() }),
   z.strictObject({ op: z.literal('oauth_revoke'), grant: z.uuid() }),
+  z.strictObject({
+    op: z.literal('approval_policy'),
+    org: organizationName,
+    /** Absent: show the policy; null: no approvals. */
+    approve_above: z.number().int().min(0).max(2_147_483_647).nullable().optional(),
+  }),
   z.strictObject({
     op: z.literal('webhook_secret'),
     org: organizationName,
@@ -62,6 +70,10 @@ export async function runKeyCommand(db: Database, command: KeyCommand): Promise<
       return listOAuthGrants(db, command.org);
     case 'oauth_revoke':
       return revokeOAuthGrant(db, command.grant);
+    case 'approval_policy':
+      return command.approve_above === undefined
+        ? getApprovalPolicy(db, command.org)
+        : setApprovalPolicy(db, command.org, command.approve_above);
   }
 }
 

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
+import { registerOrgsPolicy } from './orgs-policy.ts';
 
 /** What an action returns: the exit code, or -1 when the process keeps running (a service). */
 export type ExitCode = number;
@@ -147,6 +148,9 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
     .action((key: string, options: { json: boolean }) =>
       record(async () => (await import('./keys.ts')).revokeKey(key, options)),
     );
+
+  const orgs = program.command('orgs').usage('<policy> [options]').description("Organizations' policies.");
+  registerOrgsPolicy(orgs, record);
 
   const oauth = program
     .command('oauth')

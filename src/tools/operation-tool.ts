@@ -18,6 +18,7 @@ import {
   OperationToolInput,
   type RetryFailedInput,
 } from '../domain/operation-input.ts';
+import { AWAITING_APPROVAL_ADVICE } from '../domain/operation-lifecycle.ts';
 import {
   legacyPausedBy,
   type PausedBy,
@@ -36,6 +37,7 @@ import {
   completeOperation,
   createOperation,
   type Database,
+  failureGroups,
   getOperation,
   lastPauseActors,
   leaseBatch,
@@ -163,6 +165,9 @@ function nextStep(
   if (op.status === 'paused') {
     return `The operation is paused. ${pausedAdvice(pausedBy ?? undefined, op.id, op.state_json.paused_reason)}`;
   }
+  if (op.status === 'awaiting_approval') {
+    return AWAITING_APPROVAL_ADVICE;
+  }
   if (op.status !== 'active') {
     return itemsArePruned(op.state_json)
       ? `The operation is ${op.status}. ${ITEMS_PRUNED_NOTE}`
@@ -263,6 +268,9 @@ export function createdResponse(operation: OperationRecord, pausedOperationId: s
   };
 }
 
+const failureReasons = async (deps: OperationToolDeps, operationId: string) =>
+  (await failureGroups(deps.db, operationId, { limit: 10, offset: 0 })).groups;
+
 async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInput): Promise<ToolResult> {
   const details = await getOperation(deps.db, ctx.scope, input.operation_id, {
     after: input.failures_cursor ? Number(input.failures_cursor) : -1,
@@ -283,10 +291,13 @@ async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInpu
     paused_reason: op.status === 'paused' ? (op.state_json.paused_reason ?? null) : null,
     paused_by: pausedBy,
     ...(pausedBy ? { next: pausedAdvice(pausedBy, op.id, op.state_json.paused_reason) } : {}),
+    ...(op.status === 'awaiting_approval' ? { next: AWAITING_APPROVAL_ADVICE } : {}),
     created_at: op.created_at.toISOString(),
     updated_at: op.updated_at.toISOString(),
     failures: details.failures.map((f) => ({ id: f.item_id, reason: f.reason })),
     next_failures_cursor: details.nextFailuresCursor,
+    // Grouped by reason (the ten most frequent): what a model, or an MCP task's result, acts on.
+    ...optional('failure_reasons', op.failed_count > 0 ? await failureReasons(deps, op.id) : undefined),
     ...optional('items_pruned', itemsPrunedOutput(op.state_json, op.failed_count)),
   };
 }

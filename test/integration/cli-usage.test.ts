@@ -92,6 +92,8 @@ describe('opspad --help, --version and usage errors', () => {
         'oauth revoke',
         'webhooks',
         'webhooks secret',
+        'orgs',
+        'orgs policy',
         'demo',
         'ops',
         'ops watch',

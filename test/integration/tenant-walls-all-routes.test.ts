@@ -244,6 +244,14 @@ const ROUTE_ATTACKS: Record<string, (w: World) => Attack[]> = {
       path: `/v1/operations/${id}`,
       foreignIds: [id],
     })),
+  'POST /v1/operations/:operationId/approval': (w) =>
+    [w.a.paused, w.a.active].map((id) => ({
+      label: "a decision on A's operation",
+      method: 'POST',
+      path: `/v1/operations/${id}/approval`,
+      body: { decision: 'reject' },
+      foreignIds: [id],
+    })),
   'GET /v1/operations/:operationId/events': (w) =>
     [w.a.paused, w.a.active].map((id) => ({
       label: "A's operation events",
@@ -289,9 +297,13 @@ const OPERATOR_ROUTES = [
   'GET /admin/operations/assets/operator-view.js',
   'GET /admin/operations/stream',
   'POST /admin/operations/:operationId/:action',
+  'GET /admin/approvals',
+  'GET /admin/approvals/policy/:organization',
+  'PUT /admin/approvals/policy/:organization',
+  'POST /admin/approvals/:operationId/:decision',
   'GET /metrics',
 ];
-const OPERATOR_MOUNTS = ['/admin/operations', '/admin/queues', '/metrics'];
+const OPERATOR_MOUNTS = ['/admin/approvals', '/admin/operations', '/admin/queues', '/metrics'];
 /**
  * MCP over Streamable HTTP and its metadata: their walls (another organization's session or
  * operation answers byte for byte as a random id) are test/integration/mcp-http.test.ts's.

@@ -223,14 +223,19 @@ export async function peerRunner(ctx: BenchContext, peer: PeerName): Promise<Pee
 
   let recorded = 0;
   let reached: (() => void) | undefined;
+  let failed: ((error: Error) => void) | undefined;
   let target = Number.POSITIVE_INFINITY;
   for (const child of children) {
     child.onEvent((event) => {
+      if (typeof event.failed === 'string') {
+        failed?.(new Error(`${peer}: a job failed: ${event.failed}`));
+      }
       recorded += Number(event.recorded ?? 0);
       if (recorded >= target) {
         reached?.();
       }
     });
+    child.exited.then((code) => failed?.(new Error(`${peer}: a worker process exited (${code})`)));
   }
   let runs = 0;
   return {
@@ -241,14 +246,24 @@ export async function peerRunner(ctx: BenchContext, peer: PeerName): Promise<Pee
       const name = await driver.enqueue(run, batch, jobsOf(ids, batch));
       recorded = 0;
       target = items;
-      const allReported = new Promise<void>((resolve) => {
+      const allReported = new Promise<void>((resolve, reject) => {
         reached = resolve;
+        failed = reject;
       });
+      const bound = setTimeout(
+        () => failed?.(new Error(`${peer}: ${recorded} of ${items} items after ${ctx.plan.waitLimitMs} ms`)),
+        ctx.plan.waitLimitMs,
+      );
       const label = `${peer}_${batch === 1 ? 'job_per_item' : `array_b${batch}`}`;
       await ctx.probe?.before(label);
       const started = performance.now();
-      await driver.go(name, batch);
-      await allReported;
+      try {
+        await driver.go(name, batch);
+        await allReported;
+      } finally {
+        clearTimeout(bound);
+        failed = undefined;
+      }
       let ended = performance.now();
       // The reports follow each statement's commit (pg-boss's transactional setting: its handler
       // returns just before the commit): confirmed against the table, the clock stopped again if

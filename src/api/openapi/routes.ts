@@ -24,9 +24,12 @@ import { OperationProgress } from '../../domain/operation-output.ts';
 import { PadSettingsInput, PutScratchpadBody, ReorganizeBody } from '../../domain/scratchpad-input.ts';
 import { TOOL_FORMATS } from '../../tools/formats.ts';
 import { ConversationParams as conversation } from '../params.ts';
+import { DecidedOutput } from '../routes/admin-approvals.ts';
 import { Params as ExecutionParams, CreateBody as StartExecutionBody, TracesQuery } from '../routes/executions.ts';
 import { Params as OperationParams } from '../routes/operations.ts';
 import { Page } from '../routes/scratchpad.ts';
+import { UserApprovalBody } from '../routes/user-approval.ts';
+import { APPROVAL_ROUTES } from './approval-routes.ts';
 import { MCP_ROUTES } from './mcp-routes.ts';
 import { OPERATOR_ROUTES, PUBLIC_ROUTES } from './public-routes.ts';
 import { BODY_ERRORS, V1_ERRORS } from './route-errors.ts';
@@ -225,6 +228,25 @@ const V1_ROUTES: RouteSpec[] = [
     errors: [...V1_ERRORS, 'validation_failed', 'not_found'],
   },
   {
+    method: 'post',
+    path: '/v1/operations/:operationId/approval',
+    operationId: 'record_user_approval',
+    summary: 'Records the user’s answer on an operation awaiting approval (a rejection cancels it)',
+    description:
+      'For the application that asked its user (an MCP client’s elicitation through `opspad mcp`, or its own UI); never offer it to a model as a tool. The audit trail names `user:api_key:<id>`.',
+    tag: 'Operations',
+    auth: 'apiKey',
+    params: OperationParams,
+    body: { name: 'UserApproval', schema: UserApprovalBody, required: true },
+    responses: {
+      200: {
+        description: 'The operation after the decision.',
+        json: { name: 'DecidedOperation', schema: DecidedOutput },
+      },
+    },
+    errors: [...V1_ERRORS, 'validation_failed', 'not_found', 'operation_finished'],
+  },
+  {
     method: 'get',
     path: '/v1/operations/:operationId/events',
     operationId: 'stream_operation_events',
@@ -272,4 +294,10 @@ const V1_ROUTES: RouteSpec[] = [
 ];
 
 /** Every route, in the order the document lists them. */
-export const ROUTES: readonly RouteSpec[] = [...V1_ROUTES, ...MCP_ROUTES, ...PUBLIC_ROUTES, ...OPERATOR_ROUTES];
+export const ROUTES: readonly RouteSpec[] = [
+  ...V1_ROUTES,
+  ...MCP_ROUTES,
+  ...PUBLIC_ROUTES,
+  ...OPERATOR_ROUTES,
+  ...APPROVAL_ROUTES,
+];

@@ -29,6 +29,7 @@ export * from './event-repo.ts';
 export { type FailureRow, failuresPage } from './failure-sql.ts';
 export { createOperationFromStream, type ItemSink, RepeatedItemIdError } from './item-copy.ts';
 export { type ItemResultRow, itemResultsPage, type ResultsPage } from './item-results-sql.ts';
+export * from './operation-approval.ts';
 export * from './operation-control.ts';
 export * from './operation-create.ts';
 export * from './operation-maintenance.ts';

@@ -17,6 +17,7 @@ import { prepared } from '../db/prepared.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 import { insertItems } from './item-insert.ts';
 import { assertBackgroundCapacity, pauseActive, pausedByNewerSet } from './operation-admission.ts';
+import { holdForApproval } from './operation-approval.ts';
 import { timeOrderedUuid } from './operation-id.ts';
 import { OPERATION_COLUMNS } from './operation-row.ts';
 
@@ -245,7 +246,12 @@ export async function insertCreatedOperation(
   const created = createdFrom(
     await tx.query<CreatedRow>(CREATE_SQL, createValues(scope, params, items, extraState, !background)),
   );
-  return { ...created, pausedOperationId: pausedOperationId ?? created.pausedOperationId };
+  // Above the organization's threshold, a person approves it first (operation-approval.ts).
+  const held = background ? await holdForApproval(tx, created.operation.id) : null;
+  return {
+    operation: held ?? created.operation,
+    pausedOperationId: pausedOperationId ?? created.pausedOperationId,
+  };
 }
 
 /**

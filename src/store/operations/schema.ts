@@ -22,7 +22,7 @@ import {
 } from 'drizzle-orm/pg-core';
 import { belongsToConversation, conversationColumns, organization } from '../tenants/schema.ts';
 
-export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled'] as const;
+export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled', 'awaiting_approval'] as const;
 
 export const assistantOperation = pgTable(
   'assistant_operation',
@@ -46,7 +46,10 @@ export const assistantOperation = pgTable(
     uniqueIndex('uq_assistant_operation_one_active')
       .on(t.conversationId, t.organizationId)
       .where(sql`status = 'active'`),
-    check('ck_assistant_operation_status', sql`status IN ('active', 'paused', 'completed', 'cancelled')`),
+    check(
+      'ck_assistant_operation_status',
+      sql`status IN ('active', 'paused', 'completed', 'cancelled', 'awaiting_approval')`,
+    ),
     // Retention (src/store/retention/retention-sql.ts): finished operations whose item rows, or whose batch
     // events, are still there, by finish time. Each holds only the operations retention has yet
     // to visit, so finding the next ones costs O(found), however many operations are kept.
