@@ -59,6 +59,8 @@ export interface Plan {
   manyOps: { operations: number; itemsPerOperation: number; organizations: number; clients: number };
   /** The operation of the scale group (scale.ts): 10,000,000 ids in a full run. */
   scaleItems: number;
+  /** Items of the operation whose results file is downloaded (results-export.ts). */
+  exportItems: number;
 }
 
 export const FULL_PLAN: Plan = {
@@ -87,6 +89,7 @@ export const FULL_PLAN: Plan = {
   webhookItems: 2_000,
   manyOps: { operations: 10_000, itemsPerOperation: 20, organizations: 100, clients: 50 },
   scaleItems: 10_000_000,
+  exportItems: 1_000_000,
 };
 
 export const QUICK_PLAN: Plan = {
@@ -114,6 +117,7 @@ export const QUICK_PLAN: Plan = {
   webhookItems: 200,
   manyOps: { operations: 300, itemsPerOperation: 20, organizations: 20, clients: 10 },
   scaleItems: 100_000,
+  exportItems: 100_000,
 };
 
 export interface BenchContext {

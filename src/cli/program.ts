@@ -55,6 +55,13 @@ function httpUrl(value: string): string {
   throw new InvalidArgumentError('It must be a URL starting with http:// or https://.');
 }
 
+function resultFormat(value: string): 'jsonl' | 'csv' {
+  if (value === 'jsonl' || value === 'csv') {
+    return value;
+  }
+  throw new InvalidArgumentError('It must be jsonl or csv.');
+}
+
 export interface DemoOptions {
   items: number;
   failureRate: number;
@@ -64,6 +71,10 @@ export interface DemoOptions {
 export interface ClientOptions {
   url?: string;
   key?: string;
+}
+export interface ExportOptions extends ClientOptions {
+  format: 'jsonl' | 'csv';
+  failed: boolean;
 }
 export interface McpOptions extends ClientOptions {
   conversation?: string;
@@ -192,10 +203,22 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
     .option('--exit', 'stop the opspad started here once the operation ends', false)
     .action((options: DemoOptions) => record(async () => (await import('./demo.ts')).demo(options)));
 
-  program
-    .command('ops')
-    .usage('watch <operation_id> [options]')
-    .description('Follow operations.')
+  const ops = program.command('ops').usage('watch|export <operation_id> [options]').description('Follow operations.');
+  ops
+    .command('export')
+    .usage('<operation_id> [--format jsonl|csv] [--failed] [--url URL] [--key API_KEY]')
+    .description(
+      "Write every item's outcome (item_id, status, reason, attempts, recorded_at) to stdout, in item order.",
+    )
+    .argument('<operation_id>', 'the operation')
+    .option('--format <format>', 'jsonl (one JSON object a line) or csv', resultFormat, 'jsonl')
+    .option('--failed', 'only the failed items', false)
+    .option('--url <url>', 'the opspad API (default OPSPAD_URL, else http://HOST:PORT)', httpUrl)
+    .option('--key <api_key>', 'the API key (default OPSPAD_API_KEY)')
+    .action((operationId: string, options: ExportOptions) =>
+      record(async () => (await import('./ops-export.ts')).opsExport(operationId, options)),
+    );
+  ops
     .command('watch')
     .usage('<operation_id> [--url URL] [--key API_KEY]')
     .description('Follow an operation with a live progress bar until it ends (exit 0: completed or cancelled).')

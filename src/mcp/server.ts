@@ -31,6 +31,11 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { type ToolDefinition, toolDefinitions } from '../tools/definitions.ts';
+import {
+  EMPTY_WORKING_MEMORY,
+  WORKING_MEMORY_TOOL_DESCRIPTION,
+  WORKING_MEMORY_TOOL_NAME,
+} from '../tools/working-memory-tool.ts';
 import { type AwaitingOperation, askApproval, canAsk } from './ask-approval.ts';
 import { type HttpAnswer, type OpspadHttpClient, OpspadHttpError, sessionProblem } from './http-client.ts';
 import {
@@ -44,19 +49,14 @@ import { type ConversationRouter, OPERATION_TOOL } from './session.ts';
 import { TaskAnswers } from './task-answers.ts';
 import { createOperationTaskStore } from './task-store.ts';
 
-export const CONTEXT_TOOL_NAME = 'read_working_memory';
+export const CONTEXT_TOOL_NAME = WORKING_MEMORY_TOOL_NAME;
 export const CONTEXT_RESOURCE_URI = 'opspad://context';
 export const CONTEXT_MIME_TYPE = 'text/markdown';
 /** How long `tools/list` waits for opspad's definitions before serving the built-in ones. */
 const DEFINITIONS_TIMEOUT_MS = 5000;
 
-const CONTEXT_TOOL_DESCRIPTION = [
-  'Read your working memory: your open bulk operations (with their ids, progress, who paused them and the next action) and your scratchpad (goals, open items, facts).',
-  'Call it first in every conversation, and whenever you are unsure what you were doing: your earlier messages may be gone, this is not.',
-].join(' ');
-
-const EMPTY_CONTEXT =
-  'Nothing open: no bulk operation in progress and an empty scratchpad. For work over more than 5 items, start with manage_assistant_operation {"action":"create", …}.';
+const CONTEXT_TOOL_DESCRIPTION = WORKING_MEMORY_TOOL_DESCRIPTION;
+const EMPTY_CONTEXT = EMPTY_WORKING_MEMORY;
 
 const INSTRUCTIONS = [
   'opspad is your durable working memory for bulk work (operations over many items, done in batches) and your notes.',

@@ -155,6 +155,13 @@ describe('real requests and answers against the document (postgres)', () => {
       batch_size: 5,
     });
     await client.operations.finished(background.operation_id);
+    // Its results, as JSON Lines and as CSV.
+    for await (const item of client.operations.results(background.operation_id)) {
+      expect(item.status).toBe('completed');
+    }
+    for await (const chunk of client.operations.resultsFile(background.operation_id, { format: 'csv', failed: true })) {
+      expect(chunk).toContain('item_id');
+    }
 
     // Notes and executions.
     const execution = await client.executions.start(conversation);

@@ -259,6 +259,15 @@ const ROUTE_ATTACKS: Record<string, (w: World) => Attack[]> = {
       path: `/v1/operations/${id}/events`,
       foreignIds: [id],
     })),
+  'GET /v1/operations/:operationId/results': (w) =>
+    [w.a.paused, w.a.active].flatMap((id) =>
+      ['', '?format=csv&status=failed'].map((query) => ({
+        label: "A's operation results",
+        method: 'GET',
+        path: `/v1/operations/${id}/results${query}`,
+        foreignIds: [id],
+      })),
+    ),
 };
 
 function conversationAttack(method: string, w: World, suffix: string, body?: unknown): Attack {
