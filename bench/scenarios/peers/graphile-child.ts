@@ -52,7 +52,7 @@ serve(
         concurrency,
         // A connection a running job, capped so both peers' processes and the bench stay within
         // the server's default of 100 connections (jobs past the cap wait for a connection).
-        maxPoolSize: Math.min(concurrency + 2, 18),
+        maxPoolSize: Math.min(concurrency + 2, 10),
         noHandleSignals: true,
         logger,
         taskList: tasks,

@@ -17,10 +17,10 @@ const recorded = recordedCounter();
 
 // Pools sized for localConcurrency ≤ 4 (PGBOSS_SETTINGS): both peers' processes and the bench
 // stay within the server's default of 100 connections, which a full pool would exhaust.
-const boss = new PgBoss({ connectionString, schema, supervise: false, schedule: false, migrate: false, max: 8 });
+const boss = new PgBoss({ connectionString, schema, supervise: false, schedule: false, migrate: false, max: 6 });
 boss.on('error', (error: Error) => process.stderr.write(`pg-boss worker: ${error.message}\n`));
 await boss.start();
-const pool = new pg.Pool({ connectionString, max: 8, application_name: 'bench-pgboss' });
+const pool = new pg.Pool({ connectionString, max: 6, application_name: 'bench-pgboss' });
 
 interface WorkArgs {
   queue: string;
