@@ -31,12 +31,13 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are six, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are seven, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
       'opspad_delete_operation_items',
       'opspad_lease_items',
       'opspad_lease_step',
+      'opspad_lease_usual',
       'opspad_record_lease_step',
       'opspad_record_owned',
       'opspad_record_step',

@@ -91,7 +91,7 @@ async function leaseIn(
   mode: 'shared' | 'exclusive',
 ): Promise<LeaseResult | null> {
   const operationId = await resolveOperationId(tx, scope, params.operationId);
-  const locked = await lockOperationForLease(tx, scope, operationId, mode, params.owner);
+  const locked = await lockOperationForLease(tx, scope, operationId, mode, params.owner, params.epoch);
   let op = locked.op;
   const rule = transition('lease', op.status);
   let batch =
@@ -99,8 +99,7 @@ async function leaseIn(
       ? []
       : await renewOwnLease(tx, op.id, params.owner, params.leaseSeconds);
   let reclaimed = 0;
-  const epochMatches = params.epoch === undefined || params.epoch === op.state_json.dispatch_epoch;
-  if (batch.length === 0 && rule.kind === 'allowed' && epochMatches) {
+  if (batch.length === 0 && rule.kind === 'allowed' && locked.epochMatches) {
     const taken =
       mode === 'shared'
         ? await takeShared(tx, op, params, locked.expiredLeases)

@@ -1,9 +1,9 @@
 -- A lease in one round trip: the usual case of the general lease transaction
 -- (operation-lease.ts), the same statements in the same lock order, run where the data is.
--- Goes ahead only when the operation is active, in the caller's dispatch epoch (p_epoch null:
--- any), has no expired lease, the caller holds no lease row and a pending item is found from
--- the cursor; otherwise returns no row, having changed nothing, and the caller runs the general
--- transaction. p_limit null: the operation's batch size.
+-- Goes ahead only when the lease is the usual case (opspad_lease_usual: active, in the caller's
+-- dispatch epoch, no lease row of the caller's, no expired lease) and a pending item is found
+-- from the cursor; otherwise returns no row, having changed nothing, and the caller runs the
+-- general transaction. p_limit null: the operation's batch size.
 -- Lock order: the operation row (FOR KEY SHARE) → the batch's item rows (SKIP LOCKED) and the
 -- owner's lease row → the event and the operation row's update, last.
 -- Statements are planned once per connection (plan_cache_mode): their generic plans are the
@@ -23,13 +23,7 @@ BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
   FOR KEY SHARE;
-  IF NOT FOUND OR op.status <> 'active'
-     OR (p_epoch IS NOT NULL AND op.state_json->'dispatch_epoch' IS DISTINCT FROM to_jsonb(p_epoch)) THEN
-    RETURN;
-  END IF;
-  IF EXISTS (SELECT 1 FROM "assistant_operation_lease" l
-             WHERE l.operation_id = p_operation
-               AND (l.owner = p_owner OR (l.remaining > 0 AND l.expires_at < now()))) THEN
+  IF NOT FOUND OR NOT (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
     RETURN;
   END IF;
   SELECT array_agg(t.leased_ordinal ORDER BY t.leased_ordinal), array_agg(t.leased_item_id ORDER BY t.leased_ordinal)

@@ -37,13 +37,9 @@ BEGIN
     'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
 
-  -- The lease, on opspad_lease_step's conditions; the owner's own lease row, spent by the
-  -- record, is gone by now.
-  IF op.status = 'active'
-     AND (p_epoch IS NULL OR op.state_json->'dispatch_epoch' IS NOT DISTINCT FROM to_jsonb(p_epoch))
-     AND NOT EXISTS (SELECT 1 FROM "assistant_operation_lease" l
-                     WHERE l.operation_id = p_operation
-                       AND (l.owner = p_owner OR (l.remaining > 0 AND l.expires_at < now()))) THEN
+  -- The lease, on opspad_lease_step's condition (opspad_lease_usual); the owner's own lease
+  -- row, spent by the record, is gone by now.
+  IF (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
     SELECT array_agg(t.leased_ordinal ORDER BY t.leased_ordinal), array_agg(t.leased_item_id ORDER BY t.leased_ordinal)
     INTO taken_ordinals, taken_ids
     FROM opspad_lease_items(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
