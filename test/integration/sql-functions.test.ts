@@ -31,7 +31,7 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are seven, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are eight, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
       'opspad_delete_operation_items',
@@ -41,6 +41,7 @@ describe('the function files', () => {
       'opspad_record_lease_step',
       'opspad_record_owned',
       'opspad_record_step',
+      'opspad_record_usual',
     ]);
     for (const file of files) {
       expect(normalizeFunctionDef(file.text).startsWith(`CREATE OR REPLACE FUNCTION ${file.name}(`), file.path).toBe(

@@ -1,7 +1,8 @@
 /**
  * The step functions spell statuses as SQL literals; these must be the lifecycle's own: the
- * operation statuses in which each function goes ahead are those in which the lifecycle table
- * allows its action, and the item statuses they read and write are the lease path's.
+ * operation statuses in which a step goes ahead are those in which the lifecycle table allows
+ * its action, each written once (opspad_lease_usual, opspad_record_usual), and the item
+ * statuses they read and write are the lease path's.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -49,8 +50,11 @@ describe('the step functions’ statuses', () => {
   });
 
   it('record only where the lifecycle allows a record, and lease on as a lease would', () => {
-    expect(operationStatuses(sqlOf('opspad_record_step'))).toEqual([statusesAllowing('record')]);
-    expect(operationStatuses(sqlOf('opspad_record_lease_step'))).toEqual([statusesAllowing('record')]);
+    expect(operationStatuses(sqlOf('opspad_record_usual'))).toEqual([statusesAllowing('record')]);
+    for (const step of ['opspad_record_step', 'opspad_record_lease_step']) {
+      expect(operationStatuses(sqlOf(step))).toEqual([]);
+      expect(sqlOf(step)).toContain('opspad_record_usual(');
+    }
     expect(sqlOf('opspad_record_lease_step')).toContain('opspad_lease_usual(');
   });
 

@@ -26,8 +26,7 @@ BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
   FOR KEY SHARE;
-  IF NOT FOUND OR coalesce(cardinality(p_ids), 0) = 0 OR op.status NOT IN ('active', 'paused')
-     OR coalesce((op.state_json->>'max_failure_rate')::double precision, 0) > 0 THEN
+  IF NOT FOUND OR NOT opspad_record_usual(op.status, op.state_json, p_ids) THEN
     RETURN;
   END IF;
   SELECT r.done_completed, r.done_failed INTO done_completed, done_failed
