@@ -31,13 +31,14 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are eight, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are nine, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
       'opspad_delete_operation_items',
       'opspad_lease_items',
       'opspad_lease_step',
       'opspad_lease_usual',
+      'opspad_pending_items',
       'opspad_record_lease_step',
       'opspad_record_owned',
       'opspad_record_step',

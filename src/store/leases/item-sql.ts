@@ -16,7 +16,7 @@
  * the number of the lease's ordinals still pending. Lock order within a statement: item rows,
  * then the lease row.
  */
-import type { ItemStatus } from '../../domain/operation.ts';
+import type { ItemStatus, OperationRecord } from '../../domain/operation.ts';
 import {
   ITEM_ABANDONED,
   ITEM_COMPLETED,
@@ -143,6 +143,20 @@ export async function leaseNext(
 ): Promise<LeasedItem[]> {
   const rows = await tx.query<LeasedItem>(LEASE_NEXT_SQL, [operationId, owner, leaseSeconds, cursor, limit, shared]);
   return rows.sort((a, b) => a.ordinal - b.ordinal);
+}
+
+/**
+ * Items neither recorded, abandoned nor leased, by the step functions' own count
+ * (sql/opspad_pending_items.sql): the operation's counters less its lease rows' items.
+ */
+export async function countPending(tx: Queryable, op: OperationRecord): Promise<number> {
+  const rows = await tx.query<{ pending: number }>('SELECT pending FROM opspad_pending_items($1, $2, $3, $4::jsonb)', [
+    op.id,
+    op.total_items,
+    op.completed_count + op.failed_count,
+    JSON.stringify(op.state_json),
+  ]);
+  return rows[0]?.pending ?? 0;
 }
 
 /** Items leased and not recorded: the sum over the operation's lease rows (a handful). */

@@ -16,7 +16,7 @@
  * one event, one primary-key update. Nothing reads the items already finished.
  */
 import type { OperationCounts, OperationRecord } from '../../domain/operation.ts';
-import { countsOf, remainingOf } from '../../domain/operation.ts';
+import { countsOf } from '../../domain/operation.ts';
 import { transition } from '../../domain/operation-lifecycle.ts';
 import type { Database, Queryable } from '../db/db.ts';
 import { appendEvent } from '../operations/event-repo.ts';
@@ -25,6 +25,7 @@ import type { ConversationScope } from '../tenants/conversation-repo.ts';
 import {
   countInFlight,
   countInFlightDroppingSpent,
+  countPending,
   type LeasedItem,
   leaseNext,
   releaseExpiredLeases,
@@ -170,8 +171,7 @@ async function takeExclusive(
   if (batch.length === 0 && cursor > 0) {
     // Pending items behind the cursor can only be left by a concurrent lease that rolled back
     // after another moved the cursor past its rows. Rare: look from the start once.
-    const pending = remainingOf(op) - (await countInFlight(tx, op.id));
-    if (pending > 0) {
+    if ((await countPending(tx, op)) > 0) {
       batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, 0, limit, false);
     }
   }

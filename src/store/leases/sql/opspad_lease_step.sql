@@ -19,6 +19,7 @@ DECLARE
   taken_ordinals integer[];
   taken_ids text[];
   in_flight_now integer;
+  pending_now integer;
 BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
@@ -32,10 +33,9 @@ BEGIN
                           coalesce(p_limit, (op.state_json->>'batch_size')::integer), true) t;
   IF taken_ordinals IS NULL THEN
     -- Nothing from the cursor: "no batch" only when no item is pending at all.
-    SELECT coalesce(sum(l.remaining), 0)::integer INTO in_flight_now
-    FROM "assistant_operation_lease" l WHERE l.operation_id = p_operation AND l.remaining > 0;
-    IF op.total_items - op.completed_count - op.failed_count
-       - coalesce((op.state_json->>'abandoned_count')::integer, 0) - in_flight_now > 0 THEN
+    SELECT p.pending, p.in_flight INTO pending_now, in_flight_now
+    FROM opspad_pending_items(p_operation, op.total_items, op.completed_count + op.failed_count, op.state_json) p;
+    IF pending_now > 0 THEN
       RETURN;
     END IF;
     DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;

@@ -19,7 +19,7 @@ DECLARE
   done_failed integer;
   taken_ordinals integer[];
   taken_ids text[];
-  in_flight_now integer;
+  pending_now integer;
   lease_state text := 'declined';
   new_cursor integer;
 BEGIN
@@ -53,10 +53,10 @@ BEGIN
     ELSE
       -- Nothing from the cursor: "no batch" only when no item is pending at all, with this
       -- call's own record added to the row's counters.
-      SELECT coalesce(sum(l.remaining), 0)::integer INTO in_flight_now
-      FROM "assistant_operation_lease" l WHERE l.operation_id = p_operation AND l.remaining > 0;
-      IF op.total_items - op.completed_count - done_completed - op.failed_count - done_failed
-         - coalesce((op.state_json->>'abandoned_count')::integer, 0) - in_flight_now <= 0 THEN
+      SELECT p.pending INTO pending_now
+      FROM opspad_pending_items(p_operation, op.total_items,
+                                op.completed_count + done_completed + op.failed_count + done_failed, op.state_json) p;
+      IF pending_now <= 0 THEN
         lease_state := 'none';
         new_cursor := op.total_items;
       END IF;
