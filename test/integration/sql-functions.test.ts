@@ -31,9 +31,10 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are nine, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are ten, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
+      'opspad_cursor_forward',
       'opspad_delete_operation_items',
       'opspad_lease_items',
       'opspad_lease_step',

@@ -16,7 +16,7 @@ import type { NewOperationEvent } from '../operations/event-repo.ts';
 import { OPERATION_COLUMNS } from '../operations/operation-row.ts';
 
 export type TailChange =
-  /** A lease: the cursor moves forward to `cursor`, never back (GREATEST: leases commute). */
+  /** A lease: the cursor moves forward to `cursor`, never back (sql/opspad_cursor_forward.sql). */
   | { kind: 'cursor_forward'; cursor: number }
   /** A lease alone on the operation: the cursor is set, back as well as forward. */
   | { kind: 'cursor_set'; cursor: number }
@@ -33,8 +33,7 @@ export type TailChange =
     };
 
 const SET: Record<TailChange['kind'], string> = {
-  cursor_forward: `state_json = jsonb_set(state_json, '{cursor}',
-         to_jsonb(GREATEST((state_json->>'cursor')::int, ($3::jsonb->>'cursor')::int))), updated_at = now()`,
+  cursor_forward: `state_json = opspad_cursor_forward(state_json, ($3::jsonb->>'cursor')::int), updated_at = now()`,
   cursor_set: `state_json = jsonb_set(state_json, '{cursor}', to_jsonb(($3::jsonb->>'cursor')::int)), updated_at = now()`,
   counts: `completed_count = completed_count + ($3::jsonb->>'completed')::int,
          failed_count = failed_count + ($3::jsonb->>'failed')::int, updated_at = now(),

@@ -42,7 +42,7 @@ BEGIN
     RETURN QUERY
     WITH moved AS (
       UPDATE "assistant_operation" o
-      SET state_json = jsonb_set(o.state_json, '{cursor}', to_jsonb(o.total_items)), updated_at = now()
+      SET state_json = opspad_cursor_forward(o.state_json, o.total_items), updated_at = now()
       WHERE o.id = p_operation AND (o.state_json->>'cursor')::integer < o.total_items
       RETURNING o.*),
     found AS (
@@ -64,8 +64,7 @@ BEGIN
   RETURN QUERY
   WITH moved AS (
     UPDATE "assistant_operation" o
-    SET state_json = jsonb_set(o.state_json, '{cursor}', to_jsonb(GREATEST(
-          (o.state_json->>'cursor')::integer, taken_ordinals[cardinality(taken_ordinals)] + 1))),
+    SET state_json = opspad_cursor_forward(o.state_json, taken_ordinals[cardinality(taken_ordinals)] + 1),
         updated_at = now()
     WHERE o.id = p_operation
     RETURNING o.*)

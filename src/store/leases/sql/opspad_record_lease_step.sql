@@ -69,8 +69,7 @@ BEGIN
   WITH moved AS (
     UPDATE "assistant_operation" o
     SET completed_count = o.completed_count + done_completed, failed_count = o.failed_count + done_failed,
-        state_json = CASE WHEN new_cursor IS NULL OR (o.state_json->>'cursor')::integer >= new_cursor THEN o.state_json
-                          ELSE jsonb_set(o.state_json, '{cursor}', to_jsonb(new_cursor)) END,
+        state_json = opspad_cursor_forward(o.state_json, new_cursor),
         updated_at = now()
     WHERE o.id = p_operation
     RETURNING o.*)
