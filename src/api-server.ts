@@ -65,6 +65,7 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
     db,
     maxItems: config.OPSPAD_MAX_ITEMS,
     sizeLimits: sizeLimitsOf(config),
+    notesBounds: { maxNotes: config.OPSPAD_MAX_NOTES_PER_SCOPE, readBytes: config.OPSPAD_MAX_READ_BYTES },
     maxActiveBackground: config.OPSPAD_MAX_ACTIVE_BACKGROUND,
     queuePrefix: config.OPSPAD_QUEUE_PREFIX,
     hasHandler: (type) => handlers.has(type),

@@ -21,6 +21,7 @@ import {
   trustProxy,
   url,
 } from './parsers.ts';
+import { TENANT_BOUND_SETTINGS } from './settings-tenant-bounds.ts';
 
 declare module 'zod' {
   interface GlobalMeta {
@@ -161,6 +162,7 @@ const limitsPart = part({
     description: 'Budget of the recited structured scratchpad in the context fragment, in characters (at least 1000).',
     bound: 'characters of a recited scratchpad',
   }),
+  ...TENANT_BOUND_SETTINGS,
 });
 
 /** The handlers a service knows: the API checks operation types against them, workers run them. */

@@ -1,0 +1,23 @@
+/**
+ * Bounds on what a tenant may accumulate, rather than send in one call: notes per scope, the
+ * bytes one read of them answers. Part of the `limits` settings (src/config/settings-parts.ts).
+ */
+import { z } from 'zod';
+import { positiveInt } from './parsers.ts';
+
+export const TENANT_BOUND_SETTINGS = {
+  OPSPAD_MAX_NOTES_PER_SCOPE: positiveInt.default(1000).meta({
+    description:
+      "Notes one scope may hold (an execution's, a conversation's own, a conversation's persistent ones); a write beyond is refused (409).",
+    bound: 'notes per scope',
+  }),
+  // A read answers at least one note, so this never hides a note (a note is at most 64 KiB).
+  OPSPAD_MAX_READ_BYTES: positiveInt
+    .pipe(z.number().min(65_536, 'must be at least 65536'))
+    .default(256 * 1024)
+    .meta({
+      description:
+        'Bytes of notes one read answers (at least 65536); beyond, the answer is a page and says how to ask for the next one.',
+      bound: 'bytes of notes one read answers',
+    }),
+};
