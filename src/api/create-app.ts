@@ -9,8 +9,13 @@ import { DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
 import { findUnstorableValue, unstorableValueError } from '../domain/validation.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Database } from '../store/index.ts';
-import { authenticateOAuthToken, failedItemsByType } from '../store/index.ts';
+import {
+  authenticateOAuthToken,
+  type Database,
+  DEFAULT_QUOTA,
+  failedItemsByType,
+  type QuotaDefaults,
+} from '../store/index.ts';
 import { OPERATION_TOOL_NAME } from '../tools/operation-tool.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey, requireBearer } from './auth.ts';
@@ -27,6 +32,7 @@ import { docsRouter } from './openapi/docs-route.ts';
 import { operationToolBody as operationToolBodyReader } from './operation-body.ts';
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
 import { guardOperatorChanges, OPERATOR_CSP, operatorHeaders } from './operator-guard.ts';
+import { ADMIN_LIMITS_PATH, adminLimitsRouter } from './routes/admin-limits.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
@@ -64,6 +70,8 @@ export interface AppDeps {
   apiKeyCacheTtlMs?: number;
   /** OPSPAD_ADMIN_READONLY */
   adminReadOnly?: boolean;
+  /** OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS: what the admin API shows as defaults. */
+  quota?: QuotaDefaults;
   /** OPSPAD_TRUST_PROXY: which proxies may name the client's address (none when unset). */
   trustProxy?: number | readonly string[];
   /** The structured scratchpad: reorganizer, recitation budget, cadence hook. */
@@ -145,12 +153,20 @@ export function createApp(deps: AppDeps): express.Express {
       tools: deps.tools,
       adminUser: deps.admin.user,
       readOnly,
+      quota: deps.quota ?? DEFAULT_QUOTA,
       stream: {
         pollMs: deps.eventsPollMs ?? STREAM_DEFAULTS.pollMs,
         heartbeatMs: deps.streams?.heartbeatMs ?? STREAM_DEFAULTS.heartbeatMs,
       },
       accepting: deps.readiness.accepting,
     }),
+  );
+
+  app.use(
+    ADMIN_LIMITS_PATH,
+    operatorHeaders(OPERATOR_CSP.data),
+    adminAuth,
+    adminLimitsRouter({ db: deps.db, quota: deps.quota ?? DEFAULT_QUOTA, readOnly }),
   );
 
   const v1 = express.Router();

@@ -13,6 +13,7 @@ import {
   type Database,
   listApiKeys,
   listOAuthGrants,
+  organizationLimits,
   revokeApiKey,
   revokeOAuthGrant,
   webhookSecretOf,
@@ -26,6 +27,7 @@ export function controlSocketPath(dataDir: string): string {
 /** The longest organization name the commands take (--org). */
 export const ORGANIZATION_NAME_MAX = 200;
 const organizationName = z.string().min(1).max(ORGANIZATION_NAME_MAX);
+const quotaValue = z.number().int().min(1).max(2_147_483_647).nullable().optional();
 
 /** The key and webhook-secret commands a running service runs for other `opspad` processes. */
 export const KeyCommand = z.discriminatedUnion('op', [
@@ -34,6 +36,12 @@ export const KeyCommand = z.discriminatedUnion('op', [
   z.strictObject({ op: z.literal('list'), org: organizationName }),
   z.strictObject({ op: z.literal('oauth_grants'), org: organizationName.optional() }),
   z.strictObject({ op: z.literal('oauth_revoke'), grant: z.uuid() }),
+  z.strictObject({
+    op: z.literal('org_limits'),
+    org: organizationName,
+    set: z.strictObject({ max_stored_items: quotaValue, max_open_operations: quotaValue }),
+    defaults: z.strictObject({ maxStoredItems: z.number().int().min(1), maxOpenOperations: z.number().int().min(1) }),
+  }),
   z.strictObject({
     op: z.literal('webhook_secret'),
     org: organizationName,
@@ -62,6 +70,8 @@ export async function runKeyCommand(db: Database, command: KeyCommand): Promise<
       return listOAuthGrants(db, command.org);
     case 'oauth_revoke':
       return revokeOAuthGrant(db, command.grant);
+    case 'org_limits':
+      return organizationLimits(db, command.org, command.set, command.defaults);
   }
 }
 

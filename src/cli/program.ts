@@ -74,6 +74,17 @@ export interface KeysOptions {
 export interface WebhookSecretOptions extends KeysOptions {
   rotate: boolean;
 }
+/** A quota override: a number, or `default` for the deployment's (commander keeps no null). */
+export type QuotaOption = number | 'default';
+export interface OrgLimitsOptions extends KeysOptions {
+  maxStoredItems?: QuotaOption;
+  maxOpenOperations?: QuotaOption;
+}
+
+/** `--max-…` of `orgs limits`: a whole number of 1 or more, or `default`. */
+function quotaOption(value: string): QuotaOption {
+  return value.trim() === 'default' ? 'default' : wholeNumber(1)(value);
+}
 
 /** Runs `run` for `command`, recording its exit code. */
 type Recorder = (run: () => Promise<ExitCode>) => Promise<void>;
@@ -175,6 +186,23 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
     .action((options: WebhookSecretOptions) =>
       record(async () => (await import('./webhooks.ts')).webhookSecret(options)),
     );
+
+  // Per-organization settings an operator sells or grants; each is a subcommand of this group.
+  const orgs = program
+    .command('orgs')
+    .usage('<command> --org <name> [options]')
+    .description("Organizations' quotas and policies.");
+  orgs
+    .command('limits')
+    .usage('--org <name> [--max-stored-items <n|default>] [--max-open-operations <n|default>] [--json]')
+    .description(
+      "Show an organization's quota (stored items, open operations) and its use, or set its own limits: `default` returns to OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS.",
+    )
+    .requiredOption('--org <name>', 'the organization')
+    .option('--max-stored-items <n>', 'items its operations may hold, or `default`', quotaOption)
+    .option('--max-open-operations <n>', 'active or paused operations it may have, or `default`', quotaOption)
+    .option('--json', 'print as JSON', false)
+    .action((options: OrgLimitsOptions) => record(async () => (await import('./orgs.ts')).orgLimits(options)));
 
   program
     .command('demo')

@@ -1,6 +1,8 @@
 /**
  * Bounds on what a tenant may accumulate, rather than send in one call: notes per scope, the
- * bytes one read of them answers. Part of the `limits` settings (src/config/settings-parts.ts).
+ * bytes one read of them answers, and each organization's storage quota (an operator may set
+ * another for one organization: `opspad orgs limits`). Part of the `limits` settings
+ * (src/config/settings-parts.ts).
  */
 import { z } from 'zod';
 import { positiveInt } from './parsers.ts';
@@ -20,4 +22,14 @@ export const TENANT_BOUND_SETTINGS = {
         'Bytes of notes one read answers (at least 65536); beyond, the answer is a page and says how to ask for the next one.',
       bound: 'bytes of notes one read answers',
     }),
+  OPSPAD_MAX_STORED_ITEMS: positiveInt.default(10_000_000).meta({
+    description:
+      "Items one organization's operations may hold until retention deletes them; a create beyond is refused (409). `opspad orgs limits` sets another for one organization.",
+    bound: 'stored items per organization',
+  }),
+  OPSPAD_MAX_OPEN_OPERATIONS: positiveInt.default(1000).meta({
+    description:
+      'Open (active or paused) operations one organization may have; a create beyond is refused (409). `opspad orgs limits` sets another for one organization.',
+    bound: 'open operations per organization',
+  }),
 };

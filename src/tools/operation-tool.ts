@@ -40,6 +40,7 @@ import {
   lastPauseActors,
   leaseBatch,
   pauseOperation,
+  type QuotaDefaults,
   recordResults,
   resumeOperation,
   retryFailed,
@@ -56,6 +57,8 @@ export interface OperationToolDeps {
   sizeLimits?: SizeLimits;
   /** OPSPAD_MAX_ACTIVE_BACKGROUND: active background operations per organization. */
   maxActiveBackground?: number;
+  /** OPSPAD_MAX_STORED_ITEMS and OPSPAD_MAX_OPEN_OPERATIONS: the organization's quota defaults. */
+  quota?: QuotaDefaults;
   /** OPSPAD_QUEUE_PREFIX: recorded on background operations (their reconciler's scope). */
   queuePrefix?: string;
   /** Whether a worker handler is registered for the type: then `background` is the default. */
@@ -229,6 +232,7 @@ export function prepareCreate(
     maxParallelBatches: input.max_parallel_batches ?? OPERATION_DEFAULTS.maxParallelBatches,
     maxFailureRate: input.max_failure_rate ?? null,
     maxActiveBackground: deps.maxActiveBackground,
+    quota: deps.quota,
     queuePrefix: deps.queuePrefix,
     actor: ctx.actor,
   };
@@ -296,6 +300,7 @@ async function retry(deps: OperationToolDeps, ctx: ToolCallContext, input: Retry
     batchSize: input.batch_size ?? null,
     actor: ctx.actor,
     maxActiveBackground: deps.maxActiveBackground,
+    quota: deps.quota,
   });
   await deps.onActivated?.(operation);
   return createdResponse(operation, pausedOperationId, { retry_of: input.operation_id });

@@ -91,6 +91,8 @@ describe('opspad --help, --version and usage errors', () => {
         'oauth revoke',
         'webhooks',
         'webhooks secret',
+        'orgs',
+        'orgs limits',
         'demo',
         'ops',
         'ops watch',

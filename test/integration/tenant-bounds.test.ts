@@ -1,14 +1,18 @@
 /**
  * What a tenant may accumulate is bounded, through the public API: notes per scope (an
- * execution's, the conversation's own, its persistent ones) and the bytes one read of them
- * answers (a page, with the `after` of the next). Each bound is reached and refused while another
- * organization's `/healthz` and `progress` answer as usual.
+ * execution's, the conversation's own, its persistent ones), the bytes one read of them answers
+ * (a page, with the `after` of the next), and each organization's quota of stored items and open
+ * operations, which the admin API and `opspad orgs limits` override per organization. Each bound
+ * is reached and refused while another organization's `/healthz` and `progress` answer as usual.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type Harness, type HttpResult, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { killAllChildren, RUN_TIMEOUT_MS, runOpspad } from '../helpers/processes.ts';
 
 const MAX_NOTES = 5;
+const MAX_STORED_ITEMS = 10;
+const MAX_OPEN = 3;
 /** The smallest page allowed: three notes of 20,000 characters fit, a fourth does not. */
 const READ_BYTES = 65_536;
 const LONG_NOTE = (n: number) => `${n}:${'x'.repeat(19_990)}`;
@@ -26,7 +30,12 @@ describe('tenant bounds (postgres)', () => {
 
   beforeAll(async () => {
     harness = await startHarness('postgres', {
-      env: { OPSPAD_MAX_NOTES_PER_SCOPE: String(MAX_NOTES), OPSPAD_MAX_READ_BYTES: String(READ_BYTES) },
+      env: {
+        OPSPAD_MAX_NOTES_PER_SCOPE: String(MAX_NOTES),
+        OPSPAD_MAX_READ_BYTES: String(READ_BYTES),
+        OPSPAD_MAX_STORED_ITEMS: String(MAX_STORED_ITEMS),
+        OPSPAD_MAX_OPEN_OPERATIONS: String(MAX_OPEN),
+      },
     });
     other = await harness.newTenant();
     otherConversation = randomUUID();
@@ -41,6 +50,7 @@ describe('tenant bounds (postgres)', () => {
   afterAll(async () => {
     await harness.close();
   });
+  afterEach(killAllChildren);
 
   /** Another organization is served as usual. */
   async function othersAnswer(): Promise<void> {
@@ -135,5 +145,111 @@ describe('tenant bounds (postgres)', () => {
       'write_to_scratchpad',
     );
     expect(withHistory.body).toMatchObject({ note_count: 4, next_after: 3 });
+  });
+
+  const create = (tenant: Tenant, conversation: string, items: number) =>
+    tenant.op(conversation, { action: 'create', operation_type: 'notes', total_items: items, item_ids: ids(items) });
+  const adminLimits = (organization: string, init: RequestInit = {}) =>
+    harness.request(`/admin/organizations/${encodeURIComponent(organization)}/limits`, {
+      ...init,
+      headers: { authorization: harness.adminAuthorization, 'content-type': 'application/json' },
+    });
+  async function organizationName(tenant: Tenant): Promise<string> {
+    const rows = await harness.db.query<{ name: string }>('SELECT name FROM organization WHERE id = $1', [
+      tenant.organizationId,
+    ]);
+    return rows[0]?.name as string;
+  }
+
+  it('refuses a create past the stored-items quota, naming it; the admin API raises it for one organization', async () => {
+    const tenant = await harness.newTenant();
+    expect((await create(tenant, randomUUID(), 6)).status).toBe(200);
+    const refusedIn = randomUUID();
+    const refused = await create(tenant, refusedIn, 5);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+    expect(refused.body).toMatchObject({
+      error: {
+        code: 'quota_exceeded',
+        details: {
+          quota: 'stored_items',
+          used: 6,
+          requested: 5,
+          limit: MAX_STORED_ITEMS,
+          setting: 'OPSPAD_MAX_STORED_ITEMS',
+        },
+      },
+    });
+    expect((refused.body as { error: { message: string } }).error.message).toContain('OPSPAD_MAX_STORED_ITEMS');
+    const written = await harness.db.query('SELECT 1 FROM assistant_operation WHERE conversation_id = $1', [refusedIn]);
+    expect(written).toEqual([]);
+    await othersAnswer();
+
+    const name = await organizationName(tenant);
+    const raised = await adminLimits(name, { method: 'PUT', body: JSON.stringify({ max_stored_items: 20 }) });
+    expect(raised.status, JSON.stringify(raised.body)).toBe(200);
+    expect(raised.body).toMatchObject({ stored_items: 6, max_stored_items: 20, limits: { stored_items: 20 } });
+    expect((await create(tenant, randomUUID(), 5)).status).toBe(200);
+    expect((await adminLimits(name)).body).toMatchObject({ stored_items: 11, open_operations: 2 });
+    const view = await fetch(`${harness.url}/admin/operations?org=${encodeURIComponent(name)}`, {
+      headers: { authorization: harness.adminAuthorization },
+    });
+    expect(await view.text()).toContain('Quota: <b>11</b> of 20 stored items (set for it), <b>2</b> of 3 open');
+
+    const bad = await adminLimits(name, { method: 'PUT', body: JSON.stringify({ max_stored_items: -1 }) });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.body)).toContain('max_stored_items');
+    const unauthenticated = await harness.request(`/admin/organizations/${name}/limits`);
+    expect(unauthenticated.status).toBe(401);
+    expect((await adminLimits('no-such-organization')).status).toBe(404);
+  });
+
+  it('refuses a create past the open-operations quota until one finishes', async () => {
+    const tenant = await harness.newTenant();
+    const conversations = [randomUUID(), randomUUID(), randomUUID()];
+    for (const conversation of conversations) {
+      expect((await create(tenant, conversation, 1)).status).toBe(200);
+    }
+    const refused = await create(tenant, randomUUID(), 1);
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      error: {
+        code: 'quota_exceeded',
+        details: { quota: 'open_operations', used: MAX_OPEN, limit: MAX_OPEN, setting: 'OPSPAD_MAX_OPEN_OPERATIONS' },
+      },
+    });
+    await othersAnswer();
+    const first = conversations[0] as string;
+    const operationId = (await tenant.op(first, { action: 'progress' })).body.operation_id as string;
+    expect((await tenant.op(first, { action: 'cancel', operation_id: operationId })).status).toBe(200);
+    expect((await create(tenant, randomUUID(), 1)).status).toBe(200);
+  });
+
+  it("shows and sets an organization's limits with opspad orgs limits", async () => {
+    const tenant = await harness.newTenant();
+    const name = await organizationName(tenant);
+    const env = {
+      DATABASE_URL: inject('databaseUrl'),
+      OPSPAD_LOG_LEVEL: 'warn',
+      OPSPAD_MAX_STORED_ITEMS: '10',
+      OPSPAD_MAX_OPEN_OPERATIONS: '3',
+    };
+    const set = await runOpspad(['orgs', 'limits', '--org', name, '--max-open-operations', '1', '--json'], env, {
+      timeoutMs: RUN_TIMEOUT_MS,
+    });
+    expect(set.code, set.stderr).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({
+      organization: name,
+      max_open_operations: 1,
+      limits: { stored_items: 10, open_operations: 1 },
+    });
+    expect((await create(tenant, randomUUID(), 1)).status).toBe(200);
+    expect((await create(tenant, randomUUID(), 1)).body).toMatchObject({
+      error: { code: 'quota_exceeded', details: { quota: 'open_operations', limit: 1, overridden: true } },
+    });
+    const reset = await runOpspad(['orgs', 'limits', '--org', name, '--max-open-operations', 'default'], env, {
+      timeoutMs: RUN_TIMEOUT_MS,
+    });
+    expect(reset.code, reset.stderr).toBe(0);
+    expect(reset.stdout).toContain('Open operations: 1 of 3');
   });
 });
