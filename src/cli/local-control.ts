@@ -4,7 +4,7 @@
  * (`<OPSPAD_DATA_DIR>/control.sock`), so `opspad keys create` works beside a running service.
  * Access is the file system's: whoever may read the data folder may already read the database.
  */
-import { existsSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, rmSync, statSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -14,6 +14,7 @@ import {
   listApiKeys,
   listOAuthGrants,
   organizationLimits,
+  PRIVATE_FILE_MODE,
   revokeApiKey,
   revokeOAuthGrant,
   webhookSecretOf,
@@ -117,6 +118,16 @@ export async function listenLocalControl(dataDir: string, db: Database): Promise
     server.once('error', reject);
     server.listen(path, () => resolve());
   });
+  // Whoever may connect may create keys: the owner only, whatever the umask, and checked.
+  chmodSync(path, PRIVATE_FILE_MODE);
+  const mode = statSync(path).mode & 0o777;
+  if (mode !== PRIVATE_FILE_MODE) {
+    server.close();
+    throw new ProblemError(
+      `the control socket ${path} has mode 0${mode.toString(8)}, and could not be made 0600`,
+      'Put OPSPAD_DATA_DIR on a file system that keeps Unix permissions',
+    );
+  }
   return server;
 }
 

@@ -108,7 +108,14 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
   program
     .command('start')
     .description('Start the HTTP API, the workers and the reconciler; runs until SIGINT or SIGTERM.')
-    .action(() => record(async () => (await import('./serve.ts')).serve('all')));
+    .option(
+      '--allow-open-data-dir',
+      'start on an embedded data folder other users can read, making it private (it is refused otherwise)',
+      false,
+    )
+    .action((options: { allowOpenDataDir: boolean }) =>
+      record(async () => (await import('./serve.ts')).serve('all', options)),
+    );
 
   program
     .command('worker')

@@ -8,3 +8,4 @@
  */
 export * from './db.ts';
 export * from './migrate.ts';
+export * from './private-files.ts';
