@@ -322,8 +322,9 @@ const hostedMcpPart = part({
  */
 const signInPart = part({
   OPSPAD_AUTH_FAILURE_LIMIT: perWindow.default({ max: 20, windowMs: 60_000 }).meta({
-    description: 'Failed sign-ins (API keys, operator passwords) per client address; beyond, 429 before any lookup.',
-    bound: 'failed sign-ins per client address',
+    description:
+      'Failed sign-ins (API keys, operator passwords) per client address and per credential; beyond, wrong ones get 429 and right ones still pass.',
+    bound: 'failed sign-ins per client address and per credential',
   }),
   OPSPAD_TRUST_PROXY: trustProxy.optional().meta({
     description: 'Proxies whose X-Forwarded-For names the client: a hop count, or addresses and CIDRs; unset: none.',
