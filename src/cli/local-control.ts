@@ -8,6 +8,7 @@ import { chmodSync, existsSync, rmSync, statSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { nameLike } from '../domain/names.ts';
 import {
   createApiKey,
   type Database,
@@ -27,7 +28,7 @@ export function controlSocketPath(dataDir: string): string {
 
 /** The longest organization name the commands take (--org). */
 export const ORGANIZATION_NAME_MAX = 200;
-const organizationName = z.string().min(1).max(ORGANIZATION_NAME_MAX);
+const organizationName = nameLike(z.string().min(1).max(ORGANIZATION_NAME_MAX));
 const quotaValue = z.number().int().min(1).max(2_147_483_647).nullable().optional();
 
 /** The key and webhook-secret commands a running service runs for other `opspad` processes. */

@@ -66,6 +66,7 @@ export interface ClientOptions {
 }
 export interface McpOptions extends ClientOptions {
   conversation?: string;
+  keyFile?: string;
 }
 export interface KeysOptions {
   org: string;
@@ -239,13 +240,14 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
 
   program
     .command('mcp')
-    .usage('[--conversation <uuid>] [--url URL] [--key API_KEY]')
+    .usage('[--conversation <uuid>] [--url URL] [--key-file PATH]')
     .description(
       "Serve opspad's tools and working memory to an MCP client over stdio, talking to opspad over HTTP. Without --conversation, the session has a conversation of its own.",
     )
     .option('--conversation <uuid>', 'the conversation to work in', conversationId)
     .option('--url <url>', 'the opspad API (default OPSPAD_URL, else http://HOST:PORT)', httpUrl)
-    .option('--key <api_key>', 'the API key (default OPSPAD_API_KEY)')
+    .option('--key-file <path>', 'a file holding the API key (default OPSPAD_API_KEY)')
+    .option('--key <api_key>', 'the API key; visible to other users in the process list: prefer --key-file')
     .action((options: McpOptions) => record(async () => (await import('./mcp.ts')).mcp(options)));
 
   program

@@ -252,4 +252,37 @@ describe('tenant bounds (postgres)', () => {
     expect(reset.code, reset.stderr).toBe(0);
     expect(reset.stdout).toContain('Open operations: 1 of 3');
   });
+
+  it('refuses control characters in names with a 400 naming the field, writing nothing', async () => {
+    const tenant = await harness.newTenant();
+    const conversation = randomUUID();
+    const forged = await tenant.op(conversation, {
+      action: 'create',
+      operation_type: 'send_sms\r\nX-Injected: 1',
+      total_items: 1,
+      item_ids: ['a'],
+    });
+    expect(forged.status).toBe(400);
+    expect(JSON.stringify(forged.body)).toContain('operation_type');
+    expect(JSON.stringify(forged.body)).toContain('control characters');
+    expect(
+      await harness.db.query('SELECT 1 FROM assistant_operation WHERE conversation_id = $1', [conversation]),
+    ).toEqual([]);
+
+    expect((await create(tenant, conversation, 2)).status).toBe(200);
+    const owner = await tenant.op(conversation, { action: 'progress', lease_owner: 'worker\u001b[31m' });
+    expect(owner.status).toBe(400);
+    expect(JSON.stringify(owner.body)).toContain('lease_owner');
+
+    const ref = await tenant.tool(
+      conversation,
+      { add: { refs: [{ id: 'crm:\u0000x', kind: 'tool_call' }] } },
+      'update_scratchpad',
+    );
+    expect(ref.status).toBe(400);
+    expect(JSON.stringify(ref.body)).toContain('refs');
+    const admin = await adminLimits('acme\nforged');
+    expect(admin.status).toBe(400);
+    await othersAnswer();
+  });
 });

@@ -12,12 +12,13 @@
 import express, { Router } from 'express';
 import { z } from 'zod';
 import { AppError } from '../../domain/errors.ts';
+import { nameLike } from '../../domain/names.ts';
 import { parseOrThrow } from '../../domain/validation.ts';
 import { type Database, organizationLimits, type QuotaDefaults } from '../../store/index.ts';
 
 export const ADMIN_LIMITS_PATH = '/admin/organizations';
 
-const Params = z.object({ name: z.string().min(1).max(200, 'must be at most 200 characters') });
+const Params = z.object({ name: nameLike(z.string().min(1).max(200, 'must be at most 200 characters')) });
 
 /** The largest override: a quota is an integer column, and beyond this it bounds nothing. */
 const MAX_OVERRIDE = 2_147_483_647;
