@@ -35,6 +35,7 @@ describe('tenant bounds (postgres)', () => {
         OPSPAD_MAX_READ_BYTES: String(READ_BYTES),
         OPSPAD_MAX_STORED_ITEMS: String(MAX_STORED_ITEMS),
         OPSPAD_MAX_OPEN_OPERATIONS: String(MAX_OPEN),
+        OPSPAD_MAX_BODY_BYTES: String(2 * 1024 * 1024),
       },
     });
     other = await harness.newTenant();
@@ -284,5 +285,43 @@ describe('tenant bounds (postgres)', () => {
     const admin = await adminLimits('acme\nforged');
     expect(admin.status).toBe(400);
     await othersAnswer();
+  });
+
+  it("names each route's own body limit and the variable it comes from in the 413", async () => {
+    const tenant = await harness.newTenant();
+    const conversation = randomUUID();
+    const post = (tool: string, bytes: number) =>
+      fetch(`${harness.url}/v1/conversations/${conversation}/tools/${tool}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ notes: 'x'.repeat(bytes) }),
+      });
+    const note = await post('write_to_scratchpad', 1024 * 1024 + 10);
+    expect(note.status).toBe(413);
+    const noteError = ((await note.json()) as { error: { message: string; details: Record<string, unknown> } }).error;
+    expect(noteError.message).toContain(
+      "this route's limit of 1048576 bytes (the larger of 1 MiB and twice OPSPAD_MAX_SCRATCHPAD_BYTES (262144))",
+    );
+    expect(noteError.details).toMatchObject({ limit_bytes: 1048576, variable: 'OPSPAD_MAX_SCRATCHPAD_BYTES' });
+
+    const create = await post('manage_assistant_operation', 2 * 1024 * 1024 + 10);
+    expect(create.status).toBe(413);
+    const createError = ((await create.json()) as { error: { message: string; details: Record<string, unknown> } })
+      .error;
+    expect(createError.message).toContain("this route's limit of 2097152 bytes (OPSPAD_MAX_BODY_BYTES)");
+    expect(createError.details).toMatchObject({ limit_bytes: 2097152, variable: 'OPSPAD_MAX_BODY_BYTES' });
+    await othersAnswer();
+  });
+
+  it('serves the API reference at /docs, and sends /docs/ there', async () => {
+    const page = await fetch(`${harness.url}/docs`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('src="docs/assets/redoc.standalone.js"');
+    const slash = await fetch(`${harness.url}/docs/`, { redirect: 'manual' });
+    expect(slash.status).toBe(301);
+    expect(new URL(slash.headers.get('location') ?? '', `${harness.url}/docs/`).pathname).toBe('/docs');
+    const followed = await fetch(`${harness.url}/docs/`);
+    expect(followed.url).toBe(`${harness.url}/docs`);
+    expect(followed.status).toBe(200);
   });
 });
