@@ -18,7 +18,7 @@ import { type Database, organizationLimits, type QuotaDefaults } from '../../sto
 
 export const ADMIN_LIMITS_PATH = '/admin/organizations';
 
-const Params = z.object({ name: nameLike(z.string().min(1).max(200, 'must be at most 200 characters')) });
+export const LimitsParams = z.object({ name: nameLike(z.string().min(1).max(200, 'must be at most 200 characters')) });
 
 /** The largest override: a quota is an integer column, and beyond this it bounds nothing. */
 const MAX_OVERRIDE = 2_147_483_647;
@@ -29,6 +29,18 @@ const override = z
   .max(MAX_OVERRIDE, `must be at most ${MAX_OVERRIDE}`)
   .nullable()
   .optional();
+
+const count = z.number().int().min(0);
+/** What GET and PUT answer: the organization's use, its own limits and the limits in force. */
+export const OrganizationLimits = z.object({
+  organization: z.string(),
+  organization_id: z.uuid(),
+  stored_items: count.describe('Items its operations hold until retention deletes them.'),
+  open_operations: count.describe('Active or paused operations.'),
+  max_stored_items: count.nullable().describe("Its own limit; null: the deployment's OPSPAD_MAX_STORED_ITEMS."),
+  max_open_operations: count.nullable().describe("Its own limit; null: the deployment's OPSPAD_MAX_OPEN_OPERATIONS."),
+  limits: z.object({ stored_items: count, open_operations: count }).describe('The limits in force.'),
+});
 
 /** The overrides a PUT sets: a number sets one, null clears it, absent leaves it. */
 export const LimitsBody = z.strictObject({ max_stored_items: override, max_open_operations: override });
@@ -51,7 +63,7 @@ export function adminLimitsRouter(deps: AdminLimitsDeps): Router {
   const router = Router();
 
   router.get('/:name/limits', async (req, res) => {
-    const { name } = parseOrThrow(Params, req.params, 'path');
+    const { name } = parseOrThrow(LimitsParams, req.params, 'path');
     const quota = await organizationLimits(deps.db, name, {}, deps.quota);
     if (!quota) {
       throw unknownOrganization(name);
@@ -71,7 +83,7 @@ export function adminLimitsRouter(deps: AdminLimitsDeps): Router {
         total_issues: 1,
       });
     }
-    const { name } = parseOrThrow(Params, req.params, 'path');
+    const { name } = parseOrThrow(LimitsParams, req.params, 'path');
     const body = parseOrThrow(LimitsBody, req.body ?? {}, 'body');
     const quota = await organizationLimits(deps.db, name, body, deps.quota);
     if (!quota) {
