@@ -151,6 +151,7 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
     },
     admin: deps.admin,
     maxBodyBytes: config.OPSPAD_MAX_BODY_BYTES,
+    maxRunningExecutions: config.OPSPAD_MAX_RUNNING_EXECUTIONS,
     quota: { maxStoredItems: config.OPSPAD_MAX_STORED_ITEMS, maxOpenOperations: config.OPSPAD_MAX_OPEN_OPERATIONS },
     eventsPollMs: deps.eventsPollMs,
     readiness: {

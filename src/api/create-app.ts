@@ -70,6 +70,8 @@ export interface AppDeps {
   apiKeyCacheTtlMs?: number;
   /** OPSPAD_ADMIN_READONLY */
   adminReadOnly?: boolean;
+  /** OPSPAD_MAX_RUNNING_EXECUTIONS: running executions per conversation. */
+  maxRunningExecutions?: number;
   /** OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS: what the admin API shows as defaults. */
   quota?: QuotaDefaults;
   /** OPSPAD_TRUST_PROXY: which proxies may name the client's address (none when unset). */
@@ -200,7 +202,7 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   v1.use(scratchpadRouter(deps.scratchpad));
-  v1.use(executionsRouter(deps.db));
+  v1.use(executionsRouter(deps.db, deps.maxRunningExecutions));
   v1.use(
     operationsRouter({
       db: deps.db,

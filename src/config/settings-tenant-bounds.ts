@@ -22,6 +22,10 @@ export const TENANT_BOUND_SETTINGS = {
         'Bytes of notes one read answers (at least 65536); beyond, the answer is a page and says how to ask for the next one.',
       bound: 'bytes of notes one read answers',
     }),
+  OPSPAD_MAX_RUNNING_EXECUTIONS: positiveInt.default(100).meta({
+    description: 'Running (not ended) executions one conversation may have; starting one more is refused (409).',
+    bound: 'running executions per conversation',
+  }),
   OPSPAD_MAX_STORED_ITEMS: positiveInt.default(10_000_000).meta({
     description:
       "Items one organization's operations may hold until retention deletes them; a create beyond is refused (409). `opspad orgs limits` sets another for one organization.",

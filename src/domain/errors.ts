@@ -28,6 +28,7 @@ export const ERROR_CODES = {
   version_conflict: 409,
   too_many_active_operations: 409,
   too_many_notes: 409,
+  too_many_executions: 409,
   quota_exceeded: 409,
   rate_limited: 429,
   too_many_streams: 429,

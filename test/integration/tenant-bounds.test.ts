@@ -36,6 +36,7 @@ describe('tenant bounds (postgres)', () => {
         OPSPAD_MAX_STORED_ITEMS: String(MAX_STORED_ITEMS),
         OPSPAD_MAX_OPEN_OPERATIONS: String(MAX_OPEN),
         OPSPAD_MAX_BODY_BYTES: String(2 * 1024 * 1024),
+        OPSPAD_MAX_RUNNING_EXECUTIONS: '3',
       },
     });
     other = await harness.newTenant();
@@ -108,6 +109,29 @@ describe('tenant bounds (postgres)', () => {
     // An identical note is no new note: still answered.
     expect((await read(tenant, conversation, { persistent_notes: 'rule 1' })).status).toBe(200);
     await othersAnswer();
+  });
+
+  it('refuses an execution beyond the running ones a conversation may have, until one ends', async () => {
+    const tenant = await harness.newTenant();
+    const conversation = randomUUID();
+    const start = () => tenant.post<{ execution_id: string }>(`/v1/conversations/${conversation}/executions`);
+    const started: string[] = [];
+    for (let n = 0; n < 3; n++) {
+      const response = await start();
+      expect(response.status).toBe(201);
+      started.push(response.body.execution_id);
+    }
+    const refused = await start();
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({
+      error: {
+        code: 'too_many_executions',
+        details: { running: 3, limit: { variable: 'OPSPAD_MAX_RUNNING_EXECUTIONS', max: 3 } },
+      },
+    });
+    await othersAnswer();
+    expect((await tenant.post(`/v1/executions/${started[0]}/end`)).status).toBe(200);
+    expect((await start()).status).toBe(201);
   });
 
   it('answers a read in pages of at most OPSPAD_MAX_READ_BYTES, and says how to ask for the next', async () => {

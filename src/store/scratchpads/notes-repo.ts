@@ -51,6 +51,9 @@ export interface NotesScope extends ConversationScope {
   executionId?: string | undefined;
 }
 
+/** OPSPAD_MAX_RUNNING_EXECUTIONS's default. */
+export const DEFAULT_MAX_RUNNING_EXECUTIONS = 100;
+
 /** Advisory-lock namespace of "the persistent notes of conversation <hashtext(organization:id)>". */
 const PERSISTENT_NOTES_LOCK = 0x6e6f7465;
 /** Advisory-lock namespace of "the conversation's own notes of <hashtext(organization:id)>". */
@@ -70,10 +73,34 @@ function executionEnded(execution: ExecutionRecord): AppError {
   );
 }
 
-/** Starts an execution in the conversation (created on first use). */
-export async function createExecution(db: Database, scope: ConversationScope): Promise<ExecutionRecord> {
+/**
+ * Starts an execution in the conversation (created on first use), unless it has `maxRunning`
+ * running ones (too_many_executions): the conversation's lock makes concurrent starts take
+ * turns, and the count reads at most `maxRunning` entries.
+ */
+export async function createExecution(
+  db: Database,
+  scope: ConversationScope,
+  maxRunning = DEFAULT_MAX_RUNNING_EXECUTIONS,
+): Promise<ExecutionRecord> {
   return db.transaction(async (tx) => {
-    await ensureConversation(tx, scope, { lock: false });
+    await ensureConversation(tx, scope, { lock: true });
+    const running = await tx.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM (
+         SELECT 1 FROM assistant_execution
+         WHERE conversation_id = $1 AND organization_id = $2 AND status = 'running'
+         LIMIT $3
+       ) running`,
+      [scope.conversationId, scope.organizationId, maxRunning],
+    );
+    const held = running[0]?.n ?? 0;
+    if (held >= maxRunning) {
+      throw new AppError(
+        'too_many_executions',
+        `This conversation has ${held} running executions, the most allowed (OPSPAD_MAX_RUNNING_EXECUTIONS = ${maxRunning}); none was started. End one (POST /v1/executions/<id>/end) first.`,
+        { running: held, limit: { variable: 'OPSPAD_MAX_RUNNING_EXECUTIONS', max: maxRunning, unit: 'executions' } },
+      );
+    }
     const rows = await tx.query<ExecutionRecord>(
       `INSERT INTO assistant_execution (conversation_id, organization_id) VALUES ($1, $2)
        RETURNING ${EXECUTION_COLUMNS}`,
