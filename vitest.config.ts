@@ -1,13 +1,43 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Two projects, each test file in exactly one. `unit` needs no database, no Redis and no build
+ * (`npm run test:unit`, seconds); `integration` is everything else, after the global setup builds
+ * dist/ and creates the run's own migrated database and queue prefix. `npm test` runs both.
+ */
+const UNIT = ['src/**/*.test.ts', 'test/docs/**/*.test.ts'];
+/** Under UNIT's folders but needing a service or dist/. */
+const UNIT_EXCEPTIONS = [
+  'src/handlers/types.test.ts',
+  'src/queue/pglite-pool.test.ts',
+  'src/queue/redis-target.test.ts',
+];
+/** The fault-injection scenarios have their own run (npm run test:faults). */
+const ALWAYS_EXCLUDED = ['**/node_modules/**', 'test/faults/**'];
+
 export default defineConfig({
   test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-    // The fault-injection scenarios have their own run (npm run test:faults).
-    exclude: ['**/node_modules/**', 'test/faults/**'],
-    globalSetup: ['./test/helpers/build.ts', './test/helpers/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default', ['json', { outputFile: '.test-results/vitest.json' }]],
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: UNIT,
+          exclude: [...ALWAYS_EXCLUDED, ...UNIT_EXCEPTIONS],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['test/**/*.test.ts', ...UNIT_EXCEPTIONS],
+          exclude: [...ALWAYS_EXCLUDED, 'test/docs/**'],
+          globalSetup: ['./test/helpers/build.ts', './test/helpers/global-setup.ts'],
+        },
+      },
+    ],
   },
 });

@@ -19,7 +19,8 @@
  *           both backends, the two peers), updates, http (create, record, HTTP loop), context (and
  *           the event-loop block of reorganizing the largest pad), worker (memory, and what traces
  *           cost a worker), shapes (a slow provider through the demo and webhook handlers, many
- *           small operations over HTTP), scale (an operation of 10,000,000 ids; small in --quick)
+ *           small operations over HTTP), export (an operation's results file of 1,000,000 items,
+ *           and the server's RSS meanwhile), scale (an operation of 10,000,000 ids; small in --quick)
  * --profile start the opspad processes with --cpu-prof (profiles in bench/results/profiles)
  *
  * Exits 0 whether targets are met or not (the table says); non-zero only when a scenario fails.
@@ -32,7 +33,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createApiKey, createPostgresDatabase, runMigrations } from '../src/store/index.ts';
 import { recordCostChart, type ThroughputPoint, throughputChart, writeSvg } from './lib/charts.ts';
-import { type BenchContext, type Entry, FULL_PLAN, QUICK_PLAN } from './lib/common.ts';
+import { type BenchContext, type Entry, FULL_PLAN, QUICK_PLAN, setWaitLimit } from './lib/common.ts';
 import { acquireRunResources } from './lib/env.ts';
 import { describeMachine, type MachineSpeed, measureSpeed } from './lib/machine.ts';
 import { applyTargets, formatTable, writeResults } from './lib/report.ts';
@@ -41,6 +42,7 @@ import { benchContext } from './scenarios/context.ts';
 import { benchEventLoop } from './scenarios/event-loop.ts';
 import { benchHttp } from './scenarios/http.ts';
 import { benchUpdates } from './scenarios/record.ts';
+import { benchResultsExport } from './scenarios/results-export.ts';
 import { benchScale } from './scenarios/scale.ts';
 import { benchIoBound } from './scenarios/shapes/io-bound.ts';
 import { benchManyOps } from './scenarios/shapes/many-ops.ts';
@@ -50,7 +52,18 @@ import { benchTracing } from './scenarios/tracing.ts';
 import { benchWorkerRss } from './scenarios/worker-rss.ts';
 
 const RESULTS_DIR = fileURLToPath(new URL('./results/', import.meta.url));
-const GROUPS = ['bullmq', 'throughput', 'peers', 'updates', 'http', 'context', 'worker', 'shapes', 'scale'] as const;
+const GROUPS = [
+  'bullmq',
+  'throughput',
+  'peers',
+  'updates',
+  'http',
+  'context',
+  'worker',
+  'shapes',
+  'export',
+  'scale',
+] as const;
 
 /** The order entries appear in the table, whatever order they were measured in. */
 const ORDER = [
@@ -127,6 +140,10 @@ const ORDER = [
   'many_ops_items_per_s',
   'many_ops_first_item_p99_ms',
   'many_ops_org_finish_spread',
+  'export_jsonl_rows_per_s',
+  'export_jsonl_server_peak_rss_mb',
+  'export_csv_rows_per_s',
+  'export_csv_server_peak_rss_mb',
 ];
 
 async function main(): Promise<number> {
@@ -190,6 +207,13 @@ async function main(): Promise<number> {
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
+  setWaitLimit(plan.waitLimitMs);
+  // A stuck scenario ends the run with its last line above, cleaned up, instead of holding CI.
+  const overrun = setTimeout(() => {
+    log(`the run took longer than ${plan.runLimitMs / 60_000} min: stopping`);
+    void cleanup().finally(() => process.exit(1));
+  }, plan.runLimitMs);
+  overrun.unref();
 
   const entries: Entry[] = [];
   const throughput: ThroughputPoint[] = [];
@@ -274,6 +298,10 @@ async function main(): Promise<number> {
       entries.push(...(await benchIoBound(ctx, organizationId)));
       entries.push(...(await benchWebhook(ctx, organizationId)));
       entries.push(...(await benchManyOps(ctx)));
+    }
+    if (only.has('export')) {
+      await settle('export');
+      entries.push(...(await benchResultsExport(ctx)));
     }
     if (only.has('scale')) {
       await settle('scale');

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
  * `npm run build`: compiles src/ into dist/ (ESM JavaScript, .d.ts and source maps) with tsc, and
- * copies the API reference page's renderer (Redoc's standalone bundle and its licences) into
- * dist/vendor/redoc/, where the server's /docs serves it from. The tests build the same way first
+ * copies the server-side SQL functions' files (src/store/<folder>/sql/*.sql, which the migrator
+ * applies) beside the compiled store, and the API reference page's renderer (Redoc's standalone
+ * bundle and its licences) into dist/vendor/redoc/, where the server's /docs serves it from. The tests build the same way first
  * (test/helpers/build.ts), so a test that starts `opspad` never runs stale code.
  *
  * tsc rather than a bundler: the output is the sources file for file (stack traces and source
@@ -12,7 +13,7 @@
  * Usage: node scripts/build.mjs [--no-clean]   (--no-clean keeps dist/ and overwrites in place)
  */
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,6 +50,7 @@ export function build({ clean = true } = {}) {
   if (compiled.status !== 0) {
     throw new Error(`tsc -p tsconfig.build.json failed:\n${compiled.stdout}${compiled.stderr}`);
   }
+  copySqlFunctions(dist);
   const redoc = dirname(require.resolve('redoc/package.json'));
   const vendor = join(dist, 'vendor', 'redoc');
   mkdirSync(vendor, { recursive: true });
@@ -64,6 +66,22 @@ export function build({ clean = true } = {}) {
     );
   }
   writeFileSync(bundle, source.replace(REDOC_LOGO, '""'));
+}
+
+/** src/store/<folder>/sql/*.sql → dist/store/<folder>/sql/. */
+function copySqlFunctions(dist) {
+  const store = join(ROOT, 'src', 'store');
+  for (const folder of readdirSync(store, { withFileTypes: true })) {
+    const from = join(store, folder.name, 'sql');
+    if (!folder.isDirectory() || !readdirSync(join(store, folder.name)).includes('sql')) {
+      continue;
+    }
+    const to = join(dist, 'store', folder.name, 'sql');
+    mkdirSync(to, { recursive: true });
+    for (const file of readdirSync(from).filter((name) => name.endsWith('.sql'))) {
+      copyFileSync(join(from, file), join(to, file));
+    }
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

@@ -74,6 +74,10 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
     reciteBudget: config.OPSPAD_RECITE_MAX_CHARS,
     onReorganizeDue: deps.onReorganizeDue,
     async onActivated(operation) {
+      // Awaiting approval: dispatched when a person approves it (tools/approvals.ts).
+      if (operation.status !== 'active') {
+        return;
+      }
       // Postgres has the operation; if the queue refuses now, the reconciler dispatches it later.
       await inSpan(
         'dispatch operation',

@@ -1,7 +1,8 @@
 /**
  * The `opspad` package: embed opspad in an app (`createOpspad`), write handlers for its workers
  * (`defineHandler`, `ItemError`, `RetryableError` and the handler types), and describe its HTTP
- * API (`openApiDocument`). The typed HTTP client is `opspad/client`.
+ * API (`openApiDocument`). The typed HTTP client is `opspad/client`; `opspad/ai-sdk` and
+ * `opspad/openai-agents` give its tools and working memory to those agent frameworks.
  *
  * What is exported here is the public contract; everything else under dist/ is internal and may
  * change in any release.

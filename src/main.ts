@@ -14,83 +14,28 @@ import { retentionPolicy } from './config/retention.ts';
 import { sizeLimitsOf } from './domain/size-limits.ts';
 import { createEgressGuard } from './egress/index.ts';
 import { createDemoHandler } from './handlers/demo.ts';
-import { createHandlerRegistry, type HandlerRegistry, loadHandlerModules } from './handlers/registry.ts';
+import { createHandlerRegistry, loadHandlerModules } from './handlers/registry.ts';
 import type { Handler } from './handlers/types.ts';
 import { createWebhookHandler } from './handlers/webhook.ts';
-import type { Logger } from './logger.ts';
-import { createMetrics, type Metrics } from './metrics.ts';
-import type { QueueBackend } from './queue/backend.ts';
-import { createDispatcher, type Dispatcher } from './queue/dispatcher.ts';
+import { createMetrics } from './metrics.ts';
+import type { Opspad, OpspadOptions } from './opspad-options.ts';
+import { createDispatcher } from './queue/dispatcher.ts';
 import { openQueueBackend } from './queue/open-queue-backend.ts';
 import { type Reconciler, startReconciler } from './queue/reconciler.ts';
-import { createReorganizeQueue, type ReorganizeQueue, startReorganizeWorker } from './queue/reorganize-queue.ts';
+import { createReorganizeQueue, startReorganizeWorker } from './queue/reorganize-queue.ts';
 import { withTelemetry } from './queue/traced-backend.ts';
-import { startWorkerPool, type WorkerPool } from './queue/worker-pool.ts';
+import { startWorkerPool } from './queue/worker-pool.ts';
 import type { ReorganizeDeps } from './reorganizer/reorganize.ts';
 import { selectReorganizer } from './reorganizer/select.ts';
-import { runShutdown, type ShutdownStep, ShutdownTimeoutError } from './shutdown.ts';
+import { runShutdown, ShutdownTimeoutError } from './shutdown.ts';
 import { StartFailedError, startSequence } from './start-steps.ts';
 import type { ConversationScope, Queryable } from './store/index.ts';
-import { type OpspadDatabase, openConnectedDatabase, runMigrations, webhookSigningSecrets } from './store/index.ts';
+import { openConnectedDatabase, runMigrations, webhookSigningSecrets } from './store/index.ts';
 import { startTracing } from './telemetry/tracing.ts';
 
 export type { ServiceConfig } from './api-server.ts';
+export type { Opspad, OpspadOptions } from './opspad-options.ts';
 export { StartFailedError };
-
-export interface OpspadOptions {
-  /** Every setting (loadConfig), or without the API's when `api` is false (an `opspad worker`). */
-  config: ServiceConfig;
-  logger: Logger;
-  /** An already-open, migrated database (tests share one); otherwise opened from the config. */
-  db?: OpspadDatabase;
-  /** Handlers passed in code, added to the built-ins and to those named in OPSPAD_HANDLERS. */
-  handlers?: readonly Handler[];
-  /** Serve the HTTP API (default true). */
-  api?: boolean;
-  /** Run workers and the reconciler (default true). */
-  workers?: boolean;
-  /** How often the events stream reads the database (default 1000 ms). */
-  eventsPollMs?: number;
-  /**
-   * Called before each start step (see {@link START_STEPS}). For tests: throwing from it fails
-   * that step, for steps that cannot be made to fail from outside.
-   */
-  beforeStartStep?: (step: StartStep) => void | Promise<void>;
-  /**
-   * The host application registered an OpenTelemetry SDK of its own: opspad's spans go to it and
-   * BullMQ jobs carry the trace context, and OTEL_EXPORTER_OTLP_* are not used (default false).
-   */
-  externalTracing?: boolean;
-}
-
-export interface Opspad {
-  /** Base URL of the HTTP API, when this process serves it. */
-  url: string | undefined;
-  /** Base URL of the metrics port (OPSPAD_METRICS_PORT), when it is set. */
-  metricsUrl: string | undefined;
-  db: OpspadDatabase;
-  handlers: HandlerRegistry;
-  dispatcher: Dispatcher;
-  /** Where the jobs live (Redis or Postgres), with the control channel and request counter. */
-  queueBackend: QueueBackend;
-  reorganizeQueue: ReorganizeQueue;
-  /** What reorganizes pads (the configured model, or the built-in one). */
-  reorganizeDeps: ReorganizeDeps;
-  metrics: Metrics;
-  /** Operator credentials for Bull Board and /metrics. */
-  admin: AdminCredentials;
-  /** True when the password was generated because OPSPAD_ADMIN_PASSWORD is unset. */
-  adminPasswordGenerated: boolean;
-  reconciler: Reconciler | undefined;
-  /** What {@link close} runs, in order; for a caller that adds steps of its own under one bound. */
-  shutdownSteps: readonly ShutdownStep[];
-  /**
-   * Graceful: stop accepting requests, finish or release running batches, close connections,
-   * all within OPSPAD_SHUTDOWN_TIMEOUT; past it, rejects with a {@link ShutdownTimeoutError}
-   * naming the step it gave up on, after dropping the connections it could.
-   */
-  close(): Promise<void>;
-}
 
 /**
  * Shares of the shutdown bound: requests in flight get a fifth of it to finish before their
@@ -121,22 +66,29 @@ function definedOf<T extends object>(config: T): Partial<T> {
   return Object.fromEntries(Object.entries(config).filter(([, value]) => value !== undefined)) as Partial<T>;
 }
 
-/** The start steps of {@link createOpspad}, in order; a failure names one of them. */
-export const START_STEPS = [
-  'handlers',
-  'database',
-  'migrations',
-  'tracing',
-  'queue backend',
-  'queues',
-  'HTTP server',
-  'metrics server',
-  'reorganize worker',
-  'reorganize schedule',
-  'workers',
-  'reconciler',
-] as const;
-export type StartStep = (typeof START_STEPS)[number];
+/**
+ * The start steps of {@link createOpspad} in start order (a failure names one of them), each
+ * with its place in the graceful shutdown, first stops first; null: it leaves nothing to stop.
+ * What each step closes on a failed start and stops on shutdown is declared at the step. The
+ * shutdown is not the reverse of start-up: the API stops taking requests before the workers
+ * stop, and traces are flushed last, after everything that makes spans.
+ */
+const STEPS = {
+  handlers: null,
+  database: 8,
+  migrations: null,
+  tracing: 9,
+  'queue backend': 7,
+  queues: 6,
+  'HTTP server': 1,
+  'metrics server': 3,
+  'reorganize worker': 4,
+  'reorganize schedule': null,
+  workers: 2,
+  reconciler: 5,
+} as const satisfies Record<string, number | null>;
+export type StartStep = keyof typeof STEPS;
+export const START_STEPS = Object.keys(STEPS) as StartStep[];
 
 /**
  * Starts opspad in this process. A step that throws closes what the earlier ones opened, in
@@ -151,23 +103,22 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   const start = startSequence<StartStep>({
     logger,
     timeoutMs: shutdownTimeoutMs,
+    stopOrder: STEPS,
     beforeStep: options.beforeStartStep,
   });
 
   const handlers = await start.step('handlers', async () =>
     createHandlerRegistry([
       ...builtInHandlers(config, () => db),
-      ...(await loadHandlerModules(config.OPSPAD_HANDLERS)),
+      ...(options.handlerModules ?? (await loadHandlerModules(config.OPSPAD_HANDLERS))),
       ...(options.handlers ?? []),
     ]),
   );
   const db =
     options.db ??
-    (await start.step(
-      'database',
-      () => openConnectedDatabase(config),
-      (opened) => () => opened.close(),
-    ));
+    (await start.step('database', () => openConnectedDatabase(config), {
+      shutdown: (opened) => ({ run: () => opened.close() }),
+    }));
   if (!options.db) {
     await start.step('migrations', () => runMigrations(db));
   }
@@ -175,14 +126,14 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   const tracing = await start.step(
     'tracing',
     () => startTracing(config, logger, { external: options.externalTracing }),
-    (started) => () => started.shutdown(),
+    {
+      shutdown: (started) => ({ run: () => started.shutdown() }),
+    },
   );
   const queueBackend = withTelemetry(
-    await start.step(
-      'queue backend',
-      () => openQueueBackend(config, db),
-      (backend) => () => backend.close(),
-    ),
+    await start.step('queue backend', () => openQueueBackend(config, db), {
+      shutdown: (backend) => ({ run: () => backend.close(), force: () => backend.force() }),
+    }),
     tracing.bullmq,
   );
   const metrics = createMetrics();
@@ -196,7 +147,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
         logger,
       ),
     }),
-    (opened) => () => Promise.all([opened.dispatcher.close(), opened.reorganizeQueue.close()]),
+    { shutdown: (opened) => ({ run: () => Promise.all([opened.dispatcher.close(), opened.reorganizeQueue.close()]) }) },
   );
   const sizeLimits = sizeLimitsOf(config);
   const reorganizeDeps: ReorganizeDeps = {
@@ -221,28 +172,39 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   };
 
   let accepting = true;
-  const server = apiConfig
-    ? await start.step(
-        'HTTP server',
-        () =>
-          listenApi({
-            config: apiConfig,
-            db,
-            handlers,
-            dispatcher,
-            queueBackend,
-            logger,
-            metrics,
-            queues,
-            admin,
-            reorganizeDeps,
-            onReorganizeDue,
-            eventsPollMs: options.eventsPollMs,
-            accepting: () => accepting,
-          }),
-        (listening) => () => closeServerNow(listening),
-      )
-    : undefined;
+  // Runs without the API too: its shutdown is where readiness starts failing.
+  const server = await start.step(
+    'HTTP server',
+    () =>
+      apiConfig &&
+      listenApi({
+        config: apiConfig,
+        db,
+        handlers,
+        dispatcher,
+        queueBackend,
+        logger,
+        metrics,
+        queues,
+        admin,
+        reorganizeDeps,
+        onReorganizeDue,
+        eventsPollMs: options.eventsPollMs,
+        accepting: () => accepting,
+      }),
+    {
+      close: (listening) => async () => listening && closeServerNow(listening),
+      shutdown: (listening) => ({
+        async run() {
+          accepting = false; // readiness fails and event streams end from now on
+          if (listening) {
+            await closeServerGracefully(listening, shutdownTimeoutMs * HTTP_DRAIN_SHARE);
+          }
+        },
+        force: () => listening?.closeAllConnections(),
+      }),
+    },
+  );
   let url: string | undefined;
   if (server && apiConfig) {
     url = baseUrlOf(apiConfig.HOST, (server.address() as AddressInfo).port);
@@ -275,7 +237,14 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
               config.OPSPAD_METRICS_HOST,
             );
           },
-          (listening) => () => closeServerNow(listening),
+          {
+            close: (listening) => () => closeServerNow(listening),
+            // A scraper's keep-alive connection is idle between scrapes: closed at once.
+            shutdown: (listening) => ({
+              run: () => closeServerGracefully(listening),
+              force: () => listening.closeAllConnections(),
+            }),
+          },
         );
   let metricsUrl: string | undefined;
   if (metricsServer) {
@@ -283,11 +252,9 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     logger.info({ url: `${metricsUrl}/metrics` }, 'metrics listening');
   }
 
-  let workerPool: WorkerPool | undefined;
   let reconciler: Reconciler | undefined;
-  let reorganizeWorker: ReturnType<typeof startReorganizeWorker> | undefined;
   if (runWorkers) {
-    reorganizeWorker = await start.step(
+    await start.step(
       'reorganize worker',
       () =>
         startReorganizeWorker({
@@ -297,10 +264,10 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
           sweepBatch: config.OPSPAD_REORGANIZE_SWEEP_BATCH,
           logger,
         }),
-      (worker) => () => worker.close(),
+      { shutdown: (worker) => ({ run: () => worker.close() }) },
     );
     await start.step('reorganize schedule', () => reorganizeQueue.ensureScheduler());
-    workerPool = await start.step(
+    await start.step(
       'workers',
       () =>
         startWorkerPool({
@@ -317,54 +284,34 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
           batchGraceMs: config.OPSPAD_BATCH_GRACE,
           laneSliceMs: config.OPSPAD_LANE_SLICE,
         }),
-      (pool) => () => pool.close(0),
+      {
+        close: (pool) => () => pool.close(0),
+        shutdown: (pool) => ({ run: () => pool.close(shutdownTimeoutMs * BATCH_GRACE_SHARE) }),
+      },
     );
-    reconciler = await start.step('reconciler', () =>
-      startReconciler({
-        db,
-        dispatcher,
-        handlers,
-        logger,
-        intervalMs: config.OPSPAD_RECONCILE_INTERVAL,
-        pausedTtlMs: config.OPSPAD_PAUSED_TTL,
-        queuePrefix: config.OPSPAD_QUEUE_PREFIX,
-        // Schedulers live in the queue backend: a flushed Redis gets them back on the next pass.
-        ensureSchedulers: () => reorganizeQueue.ensureScheduler(),
-        retention: {
-          policy: retentionPolicy(config),
-          onPruned: (table, rows) => metrics.retentionRowsPruned.inc({ table }, rows),
-        },
-      }),
+    reconciler = await start.step(
+      'reconciler',
+      () =>
+        startReconciler({
+          db,
+          dispatcher,
+          handlers,
+          logger,
+          intervalMs: config.OPSPAD_RECONCILE_INTERVAL,
+          pausedTtlMs: config.OPSPAD_PAUSED_TTL,
+          queuePrefix: config.OPSPAD_QUEUE_PREFIX,
+          // Schedulers live in the queue backend: a flushed Redis gets them back on the next pass.
+          ensureSchedulers: () => reorganizeQueue.ensureScheduler(),
+          retention: {
+            policy: retentionPolicy(config),
+            onPruned: (table, rows) => metrics.retentionRowsPruned.inc({ table }, rows),
+          },
+        }),
+      { shutdown: (started) => ({ run: () => started.stop() }) },
     );
   }
 
-  // Not the reverse of start-up: the API stops taking requests before the workers stop.
-  const shutdownSteps: ShutdownStep[] = [
-    {
-      name: 'HTTP server',
-      async run() {
-        accepting = false; // readiness fails and event streams end from now on
-        if (server) {
-          await closeServerGracefully(server, shutdownTimeoutMs * HTTP_DRAIN_SHARE);
-        }
-      },
-      force: () => server?.closeAllConnections(),
-    },
-    { name: 'workers', run: async () => workerPool?.close(shutdownTimeoutMs * BATCH_GRACE_SHARE) },
-    {
-      name: 'metrics server',
-      // A scraper's keep-alive connection is idle between scrapes: closed at once.
-      run: async () => metricsServer && closeServerGracefully(metricsServer),
-      force: () => metricsServer?.closeAllConnections(),
-    },
-    { name: 'reorganize worker', run: async () => reorganizeWorker?.close() },
-    { name: 'reconciler', run: async () => reconciler?.stop() },
-    { name: 'queues', run: async () => Promise.all([dispatcher.close(), reorganizeQueue.close()]) },
-    { name: 'queue backend', run: () => queueBackend.close(), force: () => queueBackend.force() },
-    { name: 'database', run: () => (options.db ? Promise.resolve() : db.close()) },
-    // Last: the spans of everything above (the final batches included) are exported.
-    { name: 'traces', run: () => tracing.shutdown() },
-  ];
+  const shutdownSteps = start.shutdownSteps();
 
   let closing: Promise<void> | undefined;
   const close = () => {

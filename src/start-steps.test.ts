@@ -28,8 +28,10 @@ describe('startSequence', () => {
           events.push(`open ${name}`);
           return name;
         },
-        (opened) => async () => {
-          events.push(`close ${opened}`);
+        {
+          close: (opened) => async () => {
+            events.push(`close ${opened}`);
+          },
         },
       );
     await opens('database');
@@ -58,18 +60,12 @@ describe('startSequence', () => {
   it('keeps going when a close fails, and still rejects with the failed step', async () => {
     const closed: string[] = [];
     const start = startSequence({ logger, timeoutMs: 10_000 });
-    await start.step(
-      'database',
-      () => 'db',
-      () => async () => void closed.push('database'),
-    );
-    await start.step(
-      'queue backend',
-      () => 'redis',
-      () => async () => {
+    await start.step('database', () => 'db', { close: () => async () => void closed.push('database') });
+    await start.step('queue backend', () => 'redis', {
+      close: () => async () => {
         throw new Error('already gone');
       },
-    );
+    });
     const error = await rejection(start.step('queues', () => Promise.reject(new Error('no queue'))));
     expect(error.step).toBe('queues');
     expect(closed).toEqual(['database']);
@@ -77,11 +73,7 @@ describe('startSequence', () => {
 
   it('rejects at the shutdown bound when a close never ends', async () => {
     const start = startSequence({ logger, timeoutMs: 50 });
-    await start.step(
-      'queue backend',
-      () => 'redis',
-      () => () => new Promise<void>(() => {}),
-    );
+    await start.step('queue backend', () => 'redis', { close: () => () => new Promise<void>(() => {}) });
     const error = await rejection(start.step('HTTP server', () => Promise.reject(new Error('EADDRINUSE'))));
     expect(error.step).toBe('HTTP server');
   });
@@ -89,19 +81,13 @@ describe('startSequence', () => {
   it('lets a nested start keep its own step, after closing the outer steps too', async () => {
     const closed: string[] = [];
     const outer = startSequence({ logger, timeoutMs: 10_000 });
-    await outer.step(
-      'control socket',
-      () => 'socket',
-      () => async () => void closed.push('control socket'),
-    );
+    await outer.step('control socket', () => 'socket', { close: () => async () => void closed.push('control socket') });
     const error = await rejection(
       outer.step('service', async () => {
         const inner = startSequence({ logger, timeoutMs: 10_000 });
-        await inner.step(
-          'queue backend',
-          () => 'redis',
-          () => async () => void closed.push('queue backend'),
-        );
+        await inner.step('queue backend', () => 'redis', {
+          close: () => async () => void closed.push('queue backend'),
+        });
         await inner.step('HTTP server', () => Promise.reject(new Error('EADDRINUSE')));
       }),
     );
@@ -127,6 +113,41 @@ describe('startSequence', () => {
     );
     expect(error.message).toBe('opspad start failed at workers: injected');
     expect(ran).toBe(false);
+  });
+});
+
+describe('a step’s shutdown', () => {
+  it('is declared with the step, runs in the declared order, and closes the step if a later one fails', async () => {
+    const order = { database: 3, 'HTTP server': 1, workers: 2 } as const;
+    const events: string[] = [];
+    const stops = (name: string) => ({ shutdown: () => ({ run: async () => void events.push(`stop ${name}`) }) });
+    const start = startSequence<keyof typeof order | 'migrations'>({ logger, timeoutMs: 10_000, stopOrder: order });
+    await start.step('database', () => 'db', stops('database'));
+    await start.step('migrations', () => undefined);
+    await start.step('HTTP server', () => 'server', stops('HTTP server'));
+    await start.step('workers', () => 'pool', {
+      close: () => async () => void events.push('close workers at once'),
+      shutdown: () => ({ run: async () => void events.push('stop workers') }),
+    });
+    expect(start.shutdownSteps().map((step) => step.name)).toEqual(['HTTP server', 'workers', 'database']);
+    await Promise.all(start.shutdownSteps().map((step) => step.run()));
+    expect(events).toEqual(['stop HTTP server', 'stop workers', 'stop database']);
+
+    events.length = 0;
+    const failing = startSequence<keyof typeof order>({ logger, timeoutMs: 10_000, stopOrder: order });
+    await failing.step('database', () => 'db', stops('database'));
+    await failing.step('workers', () => 'pool', {
+      close: () => async () => void events.push('close workers at once'),
+      shutdown: () => ({ run: async () => void events.push('stop workers') }),
+    });
+    await rejection(failing.step('HTTP server', () => Promise.reject(new Error('EADDRINUSE'))));
+    expect(events).toEqual(['close workers at once', 'stop database']);
+  });
+
+  it('needs a place in the stop order', async () => {
+    const start = startSequence({ logger, timeoutMs: 10_000 });
+    const error = await rejection(start.step('tracing', () => 't', { shutdown: () => ({ run: async () => {} }) }));
+    expect(error.reason).toBe('start step tracing declares a shutdown but has no place in stopOrder');
   });
 });
 

@@ -27,6 +27,10 @@ export interface Entry {
 /** Sizes and durations of a run. `quick` scales everything down to about a minute. */
 export interface Plan {
   quick: boolean;
+  /** The longest a wait for workers may take before the scenario fails. */
+  waitLimitMs: number;
+  /** The longest the whole run may take before it stops, cleans up and fails. */
+  runLimitMs: number;
   /** Repetitions of each throughput measurement; the median is reported. */
   repeats: number;
   bullmqJobs: number;
@@ -55,10 +59,14 @@ export interface Plan {
   manyOps: { operations: number; itemsPerOperation: number; organizations: number; clients: number };
   /** The operation of the scale group (scale.ts): 10,000,000 ids in a full run. */
   scaleItems: number;
+  /** Items of the operation whose results file is downloaded (results-export.ts). */
+  exportItems: number;
 }
 
 export const FULL_PLAN: Plan = {
   quick: false,
+  waitLimitMs: 600_000,
+  runLimitMs: 4 * 60 * 60_000,
   repeats: 3,
   bullmqJobs: 30_000,
   bullmqBatchJobs: 2_000,
@@ -81,10 +89,13 @@ export const FULL_PLAN: Plan = {
   webhookItems: 2_000,
   manyOps: { operations: 10_000, itemsPerOperation: 20, organizations: 100, clients: 50 },
   scaleItems: 10_000_000,
+  exportItems: 1_000_000,
 };
 
 export const QUICK_PLAN: Plan = {
   quick: true,
+  waitLimitMs: 120_000,
+  runLimitMs: 15 * 60_000,
   repeats: 1,
   bullmqJobs: 8_000,
   bullmqBatchJobs: 300,
@@ -106,6 +117,7 @@ export const QUICK_PLAN: Plan = {
   webhookItems: 200,
   manyOps: { operations: 300, itemsPerOperation: 20, organizations: 20, clients: 10 },
   scaleItems: 100_000,
+  exportItems: 100_000,
 };
 
 export interface BenchContext {
@@ -159,11 +171,18 @@ export async function timed<T>(fn: () => Promise<T>): Promise<{ result: T; ms: n
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+let waitLimitMs = 600_000;
+
+/** The longest any wait of the run may take (the plan's waitLimitMs), set once at its start. */
+export function setWaitLimit(ms: number): void {
+  waitLimitMs = ms;
+}
+
 /** Polls `check` every `everyMs` until it returns a value, or fails after `timeoutMs`. */
 export function waitFor<T>(
   what: string,
   check: () => Promise<T | undefined>,
-  { everyMs = 10, timeoutMs = 600_000 } = {},
+  { everyMs = 10, timeoutMs = waitLimitMs } = {},
 ): Promise<T> {
   return eventually(check, { what, intervalMs: everyMs, timeoutMs });
 }

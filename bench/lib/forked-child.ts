@@ -43,6 +43,14 @@ export function emit(event: Record<string, unknown>): void {
 }
 
 /**
+ * Reports a job that failed to the parent, which ends the run with it: a peer would retry the job
+ * after a backoff of seconds to hours, and the run would wait for an item that never comes.
+ */
+export function reportFailure(error: unknown): void {
+  emit({ failed: error instanceof Error ? error.message : String(error) });
+}
+
+/**
  * Counts items a worker recorded and reports the new ones every few milliseconds (one message per
  * tick, not one per job).
  */

@@ -15,6 +15,8 @@ export interface Forked {
   onEvent(listener: (event: Record<string, unknown>) => void): void;
   /** Asks the child to exit (SIGTERM), SIGKILL after 20 s. */
   stop(): Promise<void>;
+  /** Settles when the child exits, with its exit code or signal. */
+  exited: Promise<string>;
 }
 
 interface Reply {
@@ -33,6 +35,9 @@ export async function forkChild(ctx: BenchContext, script: string, env: Record<s
   let listener: (event: Record<string, unknown>) => void = () => {};
   let exitedWith: string | undefined;
   let ready: () => void = () => {};
+  const exited = new Promise<string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(String(code ?? signal))),
+  );
   const readyOrExit = new Promise<void>((resolve, reject) => {
     ready = resolve;
     child.once('exit', (code, signal) => {
@@ -81,5 +86,6 @@ export async function forkChild(ctx: BenchContext, script: string, env: Record<s
       listener = handler;
     },
     stop,
+    exited,
   };
 }

@@ -16,7 +16,8 @@
 import { startRedisCluster } from '../../test/helpers/redis-cluster.ts';
 import { type BenchContext, type Entry, median, round } from '../lib/common.ts';
 import { backgroundRunner } from './background.ts';
-import { describeSettings, type PeerName, peerRunner } from './peers/peers.ts';
+import { loadPeers } from './peers/load.ts';
+import { describeSettings, type PeerName } from './peers/settings.ts';
 import { leaseRecordRunner } from './sql-lease-record.ts';
 import { minimalRunner } from './sql-minimal.ts';
 import { opspadTablesRunner } from './sql-opspad-tables.ts';
@@ -50,6 +51,7 @@ function runsAt(system: System, batch: number): boolean {
 
 async function startRunners(ctx: BenchContext, organizationId: string, systems: readonly System[]) {
   const peer = async (name: PeerName) => {
+    const { peerRunner } = await loadPeers((line) => ctx.log(line));
     const runner = await peerRunner(ctx, name);
     return (batch: number, items?: number) =>
       runner.run(batch, items ?? (batch === 1 ? ctx.plan.peerPerItemItems : ctx.plan.peerItems));

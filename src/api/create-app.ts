@@ -32,6 +32,7 @@ import { docsRouter } from './openapi/docs-route.ts';
 import { operationToolBody as operationToolBodyReader } from './operation-body.ts';
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
 import { guardOperatorChanges, OPERATOR_CSP, operatorHeaders } from './operator-guard.ts';
+import { ADMIN_APPROVALS_PATH as APPROVALS_PATH, adminApprovalsRouter } from './routes/admin-approvals.ts';
 import { ADMIN_LIMITS_PATH, adminLimitsRouter } from './routes/admin-limits.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
@@ -42,6 +43,7 @@ import { metricsRouter } from './routes/metrics.ts';
 import { operationsRouter } from './routes/operations.ts';
 import { type ScratchpadRoutesDeps, scratchpadRouter } from './routes/scratchpad.ts';
 import { toolsRouter } from './routes/tools.ts';
+import { userApprovalRouter } from './routes/user-approval.ts';
 import type { StreamSlots } from './stream-slots.ts';
 import { traceRequests } from './trace-requests.ts';
 
@@ -165,6 +167,14 @@ export function createApp(deps: AppDeps): express.Express {
   );
 
   app.use(
+    APPROVALS_PATH,
+    operatorHeaders(OPERATOR_CSP.data),
+    adminAuth,
+    express.urlencoded({ extended: false, limit: '4kb' }),
+    jsonBody({ bytes: 4096, variable: 'the admin API', advice: 'Send only {"approve_above": n}.' }),
+    adminApprovalsRouter({ db: deps.db, tools: deps.tools, adminUser: deps.admin.user, readOnly }),
+  );
+  app.use(
     ADMIN_LIMITS_PATH,
     operatorHeaders(OPERATOR_CSP.data),
     adminAuth,
@@ -203,6 +213,7 @@ export function createApp(deps: AppDeps): express.Express {
   );
   v1.use(scratchpadRouter(deps.scratchpad));
   v1.use(executionsRouter(deps.db, deps.maxRunningExecutions));
+  v1.use(userApprovalRouter(deps.tools, deps.db));
   v1.use(
     operationsRouter({
       db: deps.db,

@@ -70,7 +70,11 @@ export function progressOf({ operation, counts }: Snapshot): OperationProgress {
 
 const NOT_COUNTED: StreamSlot = { renew: async () => {}, release: async () => {} };
 
-async function takeSlot(deps: OperationStreamDeps, principal: Principal, res: Response): Promise<StreamSlot> {
+/**
+ * A slot for one more long response of the key (an event stream, a results file), or 429
+ * too_many_streams with Retry-After.
+ */
+export async function takeSlot(deps: OperationStreamDeps, principal: Principal, res: Response): Promise<StreamSlot> {
   if (!deps.slots) {
     return NOT_COUNTED;
   }

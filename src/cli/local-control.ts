@@ -12,12 +12,14 @@ import { nameLike } from '../domain/names.ts';
 import {
   createApiKey,
   type Database,
+  getApprovalPolicy,
   listApiKeys,
   listOAuthGrants,
   organizationLimits,
   PRIVATE_FILE_MODE,
   revokeApiKey,
   revokeOAuthGrant,
+  setApprovalPolicy,
   webhookSecretOf,
 } from '../store/index.ts';
 import { ProblemError } from './failure.ts';
@@ -43,6 +45,12 @@ export const KeyCommand = z.discriminatedUnion('op', [
     org: organizationName,
     set: z.strictObject({ max_stored_items: quotaValue, max_open_operations: quotaValue }),
     defaults: z.strictObject({ maxStoredItems: z.number().int().min(1), maxOpenOperations: z.number().int().min(1) }),
+  }),
+  z.strictObject({
+    op: z.literal('approval_policy'),
+    org: organizationName,
+    /** Absent: show the policy; null: no approvals. */
+    approve_above: z.number().int().min(0).max(2_147_483_647).nullable().optional(),
   }),
   z.strictObject({
     op: z.literal('webhook_secret'),
@@ -74,6 +82,10 @@ export async function runKeyCommand(db: Database, command: KeyCommand): Promise<
       return revokeOAuthGrant(db, command.grant);
     case 'org_limits':
       return organizationLimits(db, command.org, command.set, command.defaults);
+    case 'approval_policy':
+      return command.approve_above === undefined
+        ? getApprovalPolicy(db, command.org)
+        : setApprovalPolicy(db, command.org, command.approve_above);
   }
 }
 

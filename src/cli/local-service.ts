@@ -5,6 +5,7 @@
  */
 import { BOARD_PATH } from '../api/board.ts';
 import type { DatabaseSettings } from '../config/env.ts';
+import { loadHandlerModules } from '../handlers/registry.ts';
 import type { Logger } from '../logger.ts';
 import { createOpspad, type Opspad, type ServiceConfig } from '../main.ts';
 import { assertRedisReachable } from '../queue/connection.ts';
@@ -51,6 +52,20 @@ export async function openForCommand(config: DatabaseSettings): Promise<OpspadDa
     throw error;
   }
 }
+
+/**
+ * The steps of startLocal in start order, each with its place in the shutdown that follows
+ * opspad's own (null: nothing to stop); what each closes is declared at the step.
+ */
+const LOCAL_STEPS = {
+  Redis: null,
+  handlers: null,
+  database: 2,
+  migrations: null,
+  'control socket': 1,
+  service: null,
+} as const satisfies Record<string, number | null>;
+type LocalStep = keyof typeof LOCAL_STEPS;
 
 export interface LocalService {
   opspad: Opspad;
@@ -103,33 +118,35 @@ export async function startLocal(
   if (!config.DATABASE_URL) {
     guardDataFolder(config.OPSPAD_DATA_DIR, logger, allowOpenDataDir);
   }
-  const start = startSequence<'Redis' | 'database' | 'migrations' | 'control socket' | 'service'>({
+  const start = startSequence<LocalStep>({
     logger,
     timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT,
+    stopOrder: LOCAL_STEPS,
   });
   // Before the database: a missing Redis is the most common first-run problem; say so at once.
   if (config.OPSPAD_QUEUE_BACKEND === 'redis') {
     await start.step('Redis', () => assertRedisReachable(redisTargetOf(config)));
   }
-  const db = await start.step(
-    'database',
-    () => openDatabaseFree(config),
-    (opened) => () => opened.close(),
-  );
+  // Before the database too: a handler module that fails to load needs no migration to say so.
+  const handlerModules = await start.step('handlers', () => loadHandlerModules(config.OPSPAD_HANDLERS));
+  const db = await start.step('database', () => openDatabaseFree(config), {
+    shutdown: (opened) => ({ run: () => opened.close() }),
+  });
   await start.step('migrations', () => migrate(db, config));
   if (!config.DATABASE_URL) {
     // PGlite wrote its files 0666, whatever the umask: the migrations' too.
     makePrivate(config.OPSPAD_DATA_DIR);
+    await start.step('control socket', () => listenLocalControl(config.OPSPAD_DATA_DIR, db), {
+      shutdown: (server) => ({
+        run: () => new Promise<void>((resolve) => server.close(() => resolve())),
+        force: () => server.closeAllConnections(),
+      }),
+    });
   }
-  const control = config.DATABASE_URL
-    ? null
-    : await start.step(
-        'control socket',
-        () => listenLocalControl(config.OPSPAD_DATA_DIR, db),
-        (server) => () => new Promise<void>((resolve) => server.close(() => resolve())),
-      );
   // Its own steps name themselves when one fails; this one then closes the above.
-  const opspad = await start.step('service', () => createOpspad({ config, logger, db, api: role === 'all' }));
+  const opspad = await start.step('service', () =>
+    createOpspad({ config, logger, db, handlerModules, api: role === 'all' }),
+  );
   if (!config.DATABASE_URL) {
     logger.info(
       { dataDir: config.OPSPAD_DATA_DIR },
@@ -139,15 +156,7 @@ export async function startLocal(
   return {
     opspad,
     db,
-    shutdownSteps: [
-      ...opspad.shutdownSteps,
-      {
-        name: 'control socket',
-        run: () => new Promise<void>((resolve) => (control ? control.close(() => resolve()) : resolve())),
-        force: () => control?.closeAllConnections(),
-      },
-      { name: 'database', run: () => db.close() },
-    ],
+    shutdownSteps: [...opspad.shutdownSteps, ...start.shutdownSteps()],
   };
 }
 

@@ -1,7 +1,7 @@
 /** `opspad ops watch <operation_id>`: the live progress bar of an operation, until it ends. */
-import { EXIT_CODES, UsageError } from './failure.ts';
+import { apiTarget } from './api-target.ts';
+import { EXIT_CODES } from './failure.ts';
 import type { ClientOptions } from './program.ts';
-import { settingsFor } from './settings.ts';
 import { abortOnSignals, howFar, stoppedEarly, watchOperation } from './watch.ts';
 
 /**
@@ -9,15 +9,7 @@ import { abortOnSignals, howFar, stoppedEarly, watchOperation } from './watch.ts
  * a stream that ended before the operation did is a failure saying how to follow it again.
  */
 export async function opsWatch(operationId: string, options: ClientOptions): Promise<number> {
-  const config = settingsFor('ops watch');
-  const apiKey = options.key ?? config.OPSPAD_API_KEY;
-  if (!apiKey) {
-    throw new UsageError(
-      'no API key was given',
-      'Pass --key <api_key>, or set OPSPAD_API_KEY; `opspad keys create --org <name>` makes one',
-    );
-  }
-  const baseUrl = (options.url ?? config.OPSPAD_URL ?? `http://${config.HOST}:${config.PORT}`).replace(/\/$/, '');
+  const { baseUrl, apiKey } = apiTarget('ops watch', options);
   const interrupt = abortOnSignals();
   const watched = await watchOperation({
     baseUrl,

@@ -9,7 +9,7 @@
 import type { OrganizationQuota } from '../store/index.ts';
 import { unknownOrganization } from './failure.ts';
 import { keyCommand, organizationOption } from './keys.ts';
-import type { OrgLimitsOptions, QuotaOption } from './program.ts';
+import type { OrgLimitsOptions, QuotaOption } from './orgs-limits.ts';
 import { settingsFor } from './settings.ts';
 
 type PrintedQuota = OrganizationQuota & { organization: string };

@@ -5,6 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
+import { registerOrgsLimits } from './orgs-limits.ts';
+import { registerOrgsPolicy } from './orgs-policy.ts';
 
 /** What an action returns: the exit code, or -1 when the process keeps running (a service). */
 export type ExitCode = number;
@@ -54,6 +56,13 @@ function httpUrl(value: string): string {
   throw new InvalidArgumentError('It must be a URL starting with http:// or https://.');
 }
 
+function resultFormat(value: string): 'jsonl' | 'csv' {
+  if (value === 'jsonl' || value === 'csv') {
+    return value;
+  }
+  throw new InvalidArgumentError('It must be jsonl or csv.');
+}
+
 export interface DemoOptions {
   items: number;
   failureRate: number;
@@ -63,6 +72,10 @@ export interface DemoOptions {
 export interface ClientOptions {
   url?: string;
   key?: string;
+}
+export interface ExportOptions extends ClientOptions {
+  format: 'jsonl' | 'csv';
+  failed: boolean;
 }
 export interface McpOptions extends ClientOptions {
   conversation?: string;
@@ -74,17 +87,6 @@ export interface KeysOptions {
 }
 export interface WebhookSecretOptions extends KeysOptions {
   rotate: boolean;
-}
-/** A quota override: a number, or `default` for the deployment's (commander keeps no null). */
-export type QuotaOption = number | 'default';
-export interface OrgLimitsOptions extends KeysOptions {
-  maxStoredItems?: QuotaOption;
-  maxOpenOperations?: QuotaOption;
-}
-
-/** `--max-…` of `orgs limits`: a whole number of 1 or more, or `default`. */
-function quotaOption(value: string): QuotaOption {
-  return value.trim() === 'default' ? 'default' : wholeNumber(1)(value);
 }
 
 /** Runs `run` for `command`, recording its exit code. */
@@ -156,6 +158,14 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
       record(async () => (await import('./keys.ts')).revokeKey(key, options)),
     );
 
+  // What an operator sets per organization: each setting registers its subcommand here.
+  const orgs = program
+    .command('orgs')
+    .usage('<policy|limits> [options]')
+    .description("Organizations' policies and quotas.");
+  registerOrgsPolicy(orgs, record);
+  registerOrgsLimits(orgs, record);
+
   const oauth = program
     .command('oauth')
     .usage('<grants|revoke> [options]')
@@ -195,23 +205,6 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
       record(async () => (await import('./webhooks.ts')).webhookSecret(options)),
     );
 
-  // Per-organization settings an operator sells or grants; each is a subcommand of this group.
-  const orgs = program
-    .command('orgs')
-    .usage('<command> --org <name> [options]')
-    .description("Organizations' quotas and policies.");
-  orgs
-    .command('limits')
-    .usage('--org <name> [--max-stored-items <n|default>] [--max-open-operations <n|default>] [--json]')
-    .description(
-      "Show an organization's quota (stored items, open operations) and its use, or set its own limits: `default` returns to OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS.",
-    )
-    .requiredOption('--org <name>', 'the organization')
-    .option('--max-stored-items <n>', 'items its operations may hold, or `default`', quotaOption)
-    .option('--max-open-operations <n>', 'active or paused operations it may have, or `default`', quotaOption)
-    .option('--json', 'print as JSON', false)
-    .action((options: OrgLimitsOptions) => record(async () => (await import('./orgs.ts')).orgLimits(options)));
-
   program
     .command('demo')
     .usage('[--items N] [--failure-rate R] [--latency-ms MS] [--exit]')
@@ -224,10 +217,22 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
     .option('--exit', 'stop the opspad started here once the operation ends', false)
     .action((options: DemoOptions) => record(async () => (await import('./demo.ts')).demo(options)));
 
-  program
-    .command('ops')
-    .usage('watch <operation_id> [options]')
-    .description('Follow operations.')
+  const ops = program.command('ops').usage('watch|export <operation_id> [options]').description('Follow operations.');
+  ops
+    .command('export')
+    .usage('<operation_id> [--format jsonl|csv] [--failed] [--url URL] [--key API_KEY]')
+    .description(
+      "Write every item's outcome (item_id, status, reason, attempts, recorded_at) to stdout, in item order.",
+    )
+    .argument('<operation_id>', 'the operation')
+    .option('--format <format>', 'jsonl (one JSON object a line) or csv', resultFormat, 'jsonl')
+    .option('--failed', 'only the failed items', false)
+    .option('--url <url>', 'the opspad API (default OPSPAD_URL, else http://HOST:PORT)', httpUrl)
+    .option('--key <api_key>', 'the API key (default OPSPAD_API_KEY)')
+    .action((operationId: string, options: ExportOptions) =>
+      record(async () => (await import('./ops-export.ts')).opsExport(operationId, options)),
+    );
+  ops
     .command('watch')
     .usage('<operation_id> [--url URL] [--key API_KEY]')
     .description('Follow an operation with a live progress bar until it ends (exit 0: completed or cancelled).')

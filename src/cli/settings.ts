@@ -25,6 +25,7 @@ export const COMMAND_SETTINGS = {
   /** Beside a running service; `start`'s settings too when it starts one itself. */
   demo: ['process', 'address', 'client', 'database', 'limits'],
   'ops watch': ['address', 'client'],
+  'ops export': ['address', 'client'],
   mcp: ['address', 'client'],
 } as const satisfies Record<string, readonly SettingsPartName[]>;
 

@@ -86,8 +86,11 @@ export async function errorOf(response: Response): Promise<OpspadError> {
 export interface Transport {
   /** A JSON call; resolves with the parsed body of a 2xx answer. */
   json<T>(call: Call): Promise<T>;
-  /** A streaming call: the 2xx event-stream response, its body unread; no timeout once the headers arrive. */
-  stream(call: Call): Promise<Response>;
+  /**
+   * A streaming call: the 2xx response of `mediaType` (default: an event stream), its body
+   * unread; no timeout once the headers arrive.
+   */
+  stream(call: Call, mediaType?: string): Promise<Response>;
 }
 
 export function createTransport(options: ClientOptions): Transport {
@@ -158,11 +161,11 @@ export function createTransport(options: ClientOptions): Transport {
           });
         }
       }),
-    stream: (call) =>
-      send(call, 'text/event-stream', async (response) => {
-        if (!response.body || !String(response.headers.get('content-type')).startsWith('text/event-stream')) {
+    stream: (call, mediaType = 'text/event-stream') =>
+      send(call, mediaType, async (response) => {
+        if (!response.body || !String(response.headers.get('content-type')).startsWith(mediaType)) {
           await response.body?.cancel();
-          throw new OpspadError('invalid_response', `HTTP ${response.status}: not an event stream`, {
+          throw new OpspadError('invalid_response', `HTTP ${response.status}: not ${mediaType}`, {
             status: response.status,
           });
         }

@@ -21,6 +21,7 @@ import type { UPDATE_SCRATCHPAD_TOOL } from '../tools/scratchpad-tool.ts';
 import { OpspadError } from './errors.ts';
 import { type EventsOptions, type OperationStreamEvent, operationEvents } from './events.ts';
 import { type ClientOptions, createTransport, type RequestOptions, segment } from './http.ts';
+import { type ResultsFileOptions, type ResultsOptions, results, resultsFile } from './results.ts';
 import type {
   ContextFragment,
   ContextRendersPage,
@@ -28,6 +29,7 @@ import type {
   ExecutionEnded,
   ExecutionStarted,
   GetScratchpadResult,
+  ItemResult,
   Liveness,
   OperationAction,
   OperationInput,
@@ -60,6 +62,7 @@ import type {
 export { OpspadError, type OpspadErrorCode } from './errors.ts';
 export type { EventsOptions, OperationEventKind, OperationStreamEvent } from './events.ts';
 export type { ClientOptions, RequestOptions } from './http.ts';
+export type { ResultsFileOptions, ResultsOptions } from './results.ts';
 export { parseServerSentEvents, type ServerSentEvent } from './sse.ts';
 export type * from './types.ts';
 
@@ -132,6 +135,10 @@ export interface OperationsClient {
   events(operationId: string, options?: EventsOptions): AsyncGenerator<OperationStreamEvent, void, undefined>;
   /** Resolves with the final progress once the operation is completed or cancelled. */
   finished(operationId: string, options?: EventsOptions): Promise<OperationProgress>;
+  /** Every item's outcome, in item order, as it streams (`for await … of`); `failed`: only failures. */
+  results(operationId: string, options?: ResultsOptions): AsyncGenerator<ItemResult, void, undefined>;
+  /** The results file itself (JSON Lines or CSV), as text chunks. */
+  resultsFile(operationId: string, options?: ResultsFileOptions): AsyncGenerator<string, void, undefined>;
 }
 
 export interface OpspadClient {
@@ -224,6 +231,8 @@ export function createClient(options: ClientOptions): OpspadClient {
       status: (operationId, opts) =>
         http.json({ method: 'GET', path: `/v1/operations/${segment(operationId)}`, signal: opts?.signal }),
       events,
+      results: (operationId, opts) => results(http, operationId, opts),
+      resultsFile: (operationId, opts) => resultsFile(http, operationId, opts),
       async finished(operationId, opts) {
         for await (const event of events(operationId, opts)) {
           if (event.event === 'end') {

@@ -27,6 +27,9 @@ import type {
   WriteNotesResult,
 } from '../domain/conversation-output.ts';
 import type { ReadFromScratchpadInput, WriteToScratchpadInput } from '../domain/notes-input.ts';
+
+export type { ItemResult, ResultFormat } from '../domain/item-results.ts';
+
 import type { OperationToolInput } from '../domain/operation-input.ts';
 import type { OPERATION_RESULTS, OperationToolResult } from '../domain/operation-output.ts';
 import type {

@@ -255,8 +255,9 @@ const apiPart = part({
     bound: 'requests per API key',
   }),
   OPSPAD_MAX_STREAMS_PER_KEY: positiveInt.default(10).meta({
-    description: 'Event streams one API key may hold open at once, across every API process; beyond, 429.',
-    bound: 'open event streams per API key',
+    description:
+      'Event streams and results files one API key may hold open at once, across every API process; beyond, 429.',
+    bound: 'open event streams and results files per API key',
   }),
   OPSPAD_STREAM_HEARTBEAT: duration
     .default(15_000)

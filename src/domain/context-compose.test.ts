@@ -224,6 +224,16 @@ describe('the context fragment in tokens', () => {
     ]);
   });
 
+  it('names the tool and the call when only other conversations have operations (a fresh session)', () => {
+    const elsewhere = operation(2, { status: 'active', conversation_id: '33333333-3333-4333-8333-333333333333' });
+    const { text } = compose({ operations: [], total: 0, others: { operations: [elsewhere], total: 1 } });
+    expect(text.split('\n')).toEqual([
+      'Operations of other conversations (manage_assistant_operation: call the action named with the operation_id):',
+      `- #1 ACTIVE send_sms_2, 40/100 done (2 failed), id ${elsewhere.id}: progress, do the batch, update.`,
+    ]);
+    expect(text).not.toContain('the same calls');
+  });
+
   it('is byte-stable while nothing changes, whatever the order the operations come in', () => {
     const operations = [operation(1, { status: 'active' }), operation(2), operation(3)];
     const recitation = recitePad(bigPad(300), 4, 4000).selection;

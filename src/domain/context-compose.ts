@@ -24,6 +24,9 @@ export const CONTEXT_MIN_TOKENS = 300;
 
 const OWN_HEADING = 'Operations (manage_assistant_operation: call the action named with the operation_id):';
 const OTHERS_HEADING = 'Operations of other conversations (the same calls, always with the operation_id):';
+/** Without an operation of its own above it, the heading names the tool and the call itself. */
+const OTHERS_ALONE_HEADING =
+  'Operations of other conversations (manage_assistant_operation: call the action named with the operation_id):';
 
 export type CountTokens = (text: string) => number;
 
@@ -170,7 +173,7 @@ export function composeContext(rawInput: ComposeInput): ComposedContext {
   const own = operationsSection(OWN_HEADING, input.operations, input.total, 1, opsRoom, input, false);
   const others = input.others
     ? operationsSection(
-        OTHERS_HEADING,
+        own.lines.length > 0 ? OTHERS_HEADING : OTHERS_ALONE_HEADING,
         input.others.operations,
         input.others.total,
         own.shown.length + 1,

@@ -42,6 +42,9 @@ function nextOf(op: OpenOperation, summary: OperationSummary): string {
     }
     return summary.remaining_count > 0 ? 'progress, do the batch, update' : 'every item is recorded: complete';
   }
+  if (op.status === 'awaiting_approval') {
+    return "awaits the user's approval before it starts (an operator or the user approves it); tell the user, get to check on it";
+  }
   const by = summary.paused_by;
   switch (by?.kind) {
     case 'operator':

@@ -113,6 +113,16 @@ export const GetResult = z.object({
   updated_at: z.iso.datetime(),
   failures: z.array(z.object({ id: z.string(), reason: z.string().nullable() })),
   next_failures_cursor: z.string().nullable().describe('Pass as failures_cursor for the next page; null at the end.'),
+  failure_reasons: z
+    .array(
+      z.object({
+        reason: z.string().nullable(),
+        count,
+        examples: z.array(z.string()).describe('The first item ids that failed with this reason.'),
+      }),
+    )
+    .optional()
+    .describe('When items failed: the failures grouped by reason, the most frequent first (at most 10 reasons).'),
   items_pruned: ItemsPruned.optional(),
 });
 
@@ -166,6 +176,8 @@ export const OPERATION_EVENT_KINDS = [
   'cancelled',
   'expired',
   'retried',
+  'approved',
+  'rejected',
 ] as const;
 
 export type CreateResult = z.output<typeof CreateResult>;

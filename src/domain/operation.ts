@@ -6,7 +6,8 @@
 
 import type { PrunedFailures } from './retention.ts';
 
-export const OPERATION_STATUS = ['active', 'paused', 'completed', 'cancelled'] as const;
+/** `awaiting_approval`: a background operation above its organization's threshold, leasing nothing until a person approves it. */
+export const OPERATION_STATUS = ['active', 'paused', 'completed', 'cancelled', 'awaiting_approval'] as const;
 export type OperationStatus = (typeof OPERATION_STATUS)[number];
 
 export const ITEM_STATUS = ['pending', 'leased', 'completed', 'failed', 'abandoned'] as const;

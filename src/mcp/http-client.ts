@@ -56,6 +56,8 @@ export interface OpspadHttpClient {
   context(conversationId: string, options: { others: boolean }, signal?: AbortSignal): Promise<ContextAnswer>;
   /** `GET /v1/operations/:id`: where an operation of the organization lives and its status (null: not found). */
   operation(operationId: string, signal?: AbortSignal): Promise<OperationWhere | null>;
+  /** `POST /v1/operations/:id/approval`: the user's answer on an operation awaiting approval. */
+  decideApproval(operationId: string, decision: 'approve' | 'reject', signal?: AbortSignal): Promise<HttpAnswer>;
 }
 
 function errorMessage(answer: HttpAnswer): string {
@@ -154,6 +156,14 @@ export function createOpspadHttpClient(options: OpspadHttpOptions): OpspadHttpCl
         throw new OpspadHttpError('the context fragment has no text');
       }
       return body;
+    },
+    decideApproval(operationId, decision, signal) {
+      return request(`${baseUrl}/v1/operations/${encodeURIComponent(operationId)}/approval`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body: JSON.stringify({ decision }),
+        signal,
+      });
     },
     async operation(operationId, signal) {
       const answer = await request(`${baseUrl}/v1/operations/${encodeURIComponent(operationId)}`, { headers, signal });

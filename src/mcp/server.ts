@@ -17,8 +17,10 @@
  * The tools are registered on the low-level server: their input schemas are JSON Schemas from
  * `GET /v1/tools`, passed on as they are (the high-level `registerTool` wants zod schemas).
  */
+import type { CreateTaskResult } from '@modelcontextprotocol/sdk/experimental/tasks/types.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
+  type CallToolRequest,
   CallToolRequestSchema,
   type CallToolResult,
   ErrorCode,
@@ -29,6 +31,12 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { type ToolDefinition, toolDefinitions } from '../tools/definitions.ts';
+import {
+  EMPTY_WORKING_MEMORY,
+  WORKING_MEMORY_TOOL_DESCRIPTION,
+  WORKING_MEMORY_TOOL_NAME,
+} from '../tools/working-memory-tool.ts';
+import { type AwaitingOperation, askApproval, canAsk } from './ask-approval.ts';
 import { type HttpAnswer, type OpspadHttpClient, OpspadHttpError, sessionProblem } from './http-client.ts';
 import {
   OPERATION_APP_MIME_TYPE,
@@ -38,20 +46,17 @@ import {
   operationAppHtml,
 } from './operation-app.ts';
 import { type ConversationRouter, OPERATION_TOOL } from './session.ts';
+import { TaskAnswers } from './task-answers.ts';
+import { createOperationTaskStore } from './task-store.ts';
 
-export const CONTEXT_TOOL_NAME = 'read_working_memory';
+export const CONTEXT_TOOL_NAME = WORKING_MEMORY_TOOL_NAME;
 export const CONTEXT_RESOURCE_URI = 'opspad://context';
 export const CONTEXT_MIME_TYPE = 'text/markdown';
 /** How long `tools/list` waits for opspad's definitions before serving the built-in ones. */
 const DEFINITIONS_TIMEOUT_MS = 5000;
 
-const CONTEXT_TOOL_DESCRIPTION = [
-  'Read your working memory: your open bulk operations (with their ids, progress, who paused them and the next action) and your scratchpad (goals, open items, facts).',
-  'Call it first in every conversation, and whenever you are unsure what you were doing: your earlier messages may be gone, this is not.',
-].join(' ');
-
-const EMPTY_CONTEXT =
-  'Nothing open: no bulk operation in progress and an empty scratchpad. For work over more than 5 items, start with manage_assistant_operation {"action":"create", …}.';
+const CONTEXT_TOOL_DESCRIPTION = WORKING_MEMORY_TOOL_DESCRIPTION;
+const EMPTY_CONTEXT = EMPTY_WORKING_MEMORY;
 
 const INSTRUCTIONS = [
   'opspad is your durable working memory for bulk work (operations over many items, done in batches) and your notes.',
@@ -65,6 +70,17 @@ export interface OpspadMcpServerOptions {
   version: string;
   /** Diagnostics (never stdout: it carries the protocol). */
   log?: (message: string) => void;
+  /**
+   * Where the answers of task-augmented calls other than `create` are kept, and this session's
+   * key there (see task-store.ts); a store of the server's own by default.
+   */
+  taskAnswers?: { store: TaskAnswers; sessionKey: string };
+  /**
+   * Whether to ask the user (elicitation) before an operation above the approval threshold
+   * starts; default true. `/mcp` passes false: its per-request servers cannot wait for a reply
+   * that arrives as another request.
+   */
+  askApproval?: boolean;
 }
 
 function textResult(text: string, isError = false): CallToolResult {
@@ -95,15 +111,32 @@ function asTool(definition: ToolDefinition): Tool {
     description: definition.description,
     inputSchema: definition.input_schema as Tool['inputSchema'],
     // Hosts that render MCP Apps show the operation's live progress beside each result.
-    ...(definition.name === OPERATION_TOOL ? { _meta: OPERATION_APP_TOOL_META } : {}),
+    // A create can be run as an MCP Task: the task is the operation (task-store.ts).
+    ...(definition.name === OPERATION_TOOL
+      ? { _meta: OPERATION_APP_TOOL_META, execution: { taskSupport: 'optional' as const } }
+      : {}),
   };
 }
 
 export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
   const { client, router, log } = options;
+  const taskStore = createOperationTaskStore({
+    client,
+    router,
+    answers: options.taskAnswers?.store ?? new TaskAnswers(),
+    sessionKey: options.taskAnswers?.sessionKey ?? router.home,
+  });
   const server = new Server(
     { name: 'opspad', version: options.version },
-    { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS },
+    {
+      capabilities: {
+        tools: {},
+        resources: {},
+        tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+      },
+      instructions: INSTRUCTIONS,
+      taskStore,
+    },
   );
 
   // opspad's own definitions once it answers; the built-in ones (same package) until then.
@@ -130,37 +163,95 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
     tools: [...(await definitions()).map(asTool), CONTEXT_TOOL],
   }));
 
-  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
-    const { name, arguments: input } = request.params;
+  /** The create's answer after the user was asked (ask-approval.ts): with their decision in it. */
+  const asked = async (op: AwaitingOperation, created: HttpAnswer, signal?: AbortSignal): Promise<CallToolResult> => {
+    const decision = await askApproval(server, op, signal);
+    if (!decision) {
+      return toolResult(created);
+    }
+    const decided = await client.decideApproval(op.operation_id, decision, signal);
+    if (!decided.ok) {
+      log?.(`recording the user's ${decision} failed with ${decided.status}`);
+      return toolResult(decided);
+    }
+    const status = (decided.body as { status?: unknown }).status;
+    const user = decision === 'approve' ? 'The user approved it: it runs.' : 'The user declined: it was cancelled.';
+    return toolResult({ ...created, body: { ...(created.body as object), status, approval: user } });
+  };
+
+  /**
+   * One tool call, and the operation it created (a `create` that succeeded). A create that
+   * awaits approval asks the user first (`ask: 'now'`), or hands the question back (`'later'`:
+   * a task answers at once, and reads `input_required` while the question is open).
+   */
+  const runTool = async (
+    name: string,
+    input: unknown,
+    signal: AbortSignal,
+    ask: 'now' | 'later' = 'now',
+  ): Promise<{ result: CallToolResult; created?: string; question?: () => Promise<CallToolResult> }> => {
     const names = [...(await definitions()).map((definition) => definition.name), CONTEXT_TOOL_NAME];
     if (!names.includes(name)) {
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}. The tools are: ${names.join(', ')}.`);
     }
     try {
       if (name === CONTEXT_TOOL_NAME) {
-        return textResult(await contextText(extra.signal));
+        return { result: textResult(await contextText(signal)) };
       }
-      const call = await router.route(name, input ?? {}, extra.signal);
-      const answer = await client.callTool(call.conversationId, name, call.input, extra.signal);
+      const call = await router.route(name, input ?? {}, signal);
+      const answer = await client.callTool(call.conversationId, name, call.input, signal);
       const problem = sessionProblem(client.baseUrl, answer, name);
       if (problem) {
         log?.(problem.message);
-        return textResult(problem.message, true);
+        return { result: textResult(problem.message, true) };
       }
-      if (answer.ok) {
-        await router.answered(name, call, answer.body);
-      } else {
+      if (!answer.ok) {
         log?.(`${name}: opspad answered ${answer.status}`);
+        return { result: toolResult(answer) };
       }
-      return toolResult(answer);
+      await router.answered(name, call, answer.body);
+      const body = answer.body as { operation_id?: unknown; status?: unknown } | null;
+      const isCreate = name === OPERATION_TOOL && (input as { action?: unknown } | undefined)?.action === 'create';
+      const created = isCreate && typeof body?.operation_id === 'string' ? body.operation_id : undefined;
+      if (created && body?.status === 'awaiting_approval' && options.askApproval !== false && canAsk(server)) {
+        const op = answer.body as AwaitingOperation;
+        if (ask === 'later') {
+          return { result: toolResult(answer), created, question: () => asked(op, answer) };
+        }
+        return { result: await asked(op, answer, signal), created };
+      }
+      return { result: toolResult(answer), ...(created ? { created } : {}) };
     } catch (error) {
       if (!(error instanceof OpspadHttpError)) {
         throw error;
       }
       log?.(error.message);
-      return textResult(error.message, true);
+      return { result: textResult(error.message, true) };
     }
-  });
+  };
+
+  /**
+   * A call made as a task: a `create` answers the operation's task; any other call answers at
+   * once, and its task holds that answer.
+   */
+  const runAsTask = async (request: CallToolRequest, extra: { signal: AbortSignal }): Promise<CreateTaskResult> => {
+    const { name, arguments: input } = request.params;
+    const { result, created, question } = await runTool(name, input, extra.signal, 'later');
+    const operationTask = created ? await taskStore.operationTask(created, extra.signal) : null;
+    // Asked once the task is answered; the answer moves the task on (or leaves it waiting).
+    question?.().catch((error: unknown) => log?.(`asking the user failed: ${String(error)}`));
+    return { task: operationTask ?? taskStore.keepAnswer(result) };
+  };
+
+  server.setRequestHandler(
+    CallToolRequestSchema,
+    async (request, extra): Promise<CallToolResult | CreateTaskResult> => {
+      if (request.params.task) {
+        return runAsTask(request, extra);
+      }
+      return (await runTool(request.params.name, request.params.arguments, extra.signal)).result;
+    },
+  );
 
   server.setRequestHandler(ListResourcesRequestSchema, () => ({
     resources: [

@@ -11,6 +11,7 @@
  * the next decision refresh its view.
  */
 import { mayStart } from '../domain/fair-share.ts';
+import { queueLockSubject } from '../store/db/lock-keys.ts';
 import type { FairRegistration, FairShareStore } from './fair-share-store.ts';
 import type { SqlRunner } from './postgres-counters.ts';
 import { quoteSchema } from './queue-schema.ts';
@@ -67,7 +68,9 @@ export function postgresFairShareStore(runner: SqlRunner, schema: string, queue:
     },
     async acquire(request) {
       return runner.transaction(async (tx) => {
-        await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`${schema}:fair:${queue}`]);
+        await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+          queueLockSubject(schema, 'fair', queue),
+        ]);
         const { rows } = await tx.query(
           `WITH lapsed_running AS (
              DELETE FROM ${t.running} WHERE queue = $1 AND (expires_at_ms <= $2 OR member = $3)

@@ -24,6 +24,7 @@ import {
   runMigrations as runBullmqMigrations,
   Worker,
 } from 'bullmq';
+import { SESSION_LOCK } from '../store/db/lock-keys.ts';
 import type { QueueBackend } from './backend.ts';
 import { batchQueueName } from './catalog.ts';
 import { type NotificationClient, postgresControlChannel } from './control-channel.ts';
@@ -31,9 +32,6 @@ import { fairShareTablesDdl, postgresFairShareStore, registeredWorkers } from '.
 import { createPglitePool } from './pglite-pool.ts';
 import { counterTablesDdl, postgresCappedLeases, postgresWindowCounter, type SqlRunner } from './postgres-counters.ts';
 import { EMBEDDED_QUEUE_SCHEMA, queueSchemaFor } from './queue-schema.ts';
-
-/** Serializes opspad's DDL in the queue schema between processes (BullMQ's own key is 0x42554c4c). */
-const QUEUE_DDL_LOCK_KEY = 7_303_140_003;
 
 export type PostgresQueueTarget =
   | { engine: 'postgres'; connectionString: string; prefix: string; poolSize: number }
@@ -99,7 +97,7 @@ async function migrate(connection: PostgresConnection, schema: string): Promise<
     await runBullmqMigrations(client, schema);
     await client.query('BEGIN');
     try {
-      await client.query('SELECT pg_advisory_xact_lock($1)', [QUEUE_DDL_LOCK_KEY]);
+      await client.query('SELECT pg_advisory_xact_lock($1)', [SESSION_LOCK.queueDdl]);
       for (const statement of [...counterTablesDdl(schema), ...fairShareTablesDdl(schema)]) {
         await client.query(statement);
       }

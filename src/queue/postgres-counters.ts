@@ -15,6 +15,7 @@
  * - A lease is taken in one transaction that holds a lock on its key (so two processes never
  *   both take the last slot), by the database's clock.
  */
+import { queueLockSubject } from '../store/db/lock-keys.ts';
 import { quoteSchema } from './queue-schema.ts';
 
 export interface SqlRunner {
@@ -82,7 +83,9 @@ export function postgresCappedLeases(runner: SqlRunner, schema: string) {
     async acquire(key: string, member: string, leaseMs: number, cap: number): Promise<boolean> {
       return runner.transaction(async (tx) => {
         // One taker at a time per key (hashed into the lock space of this table's schema).
-        await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [`${schema}:lease:${key}`]);
+        await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
+          queueLockSubject(schema, 'lease', key),
+        ]);
         const { rows } = await tx.query(
           `WITH lapsed AS (DELETE FROM ${table} WHERE key = $1 AND expires_at_ms <= ${NOW_MS})
            SELECT count(*)::int AS live FROM ${table} WHERE key = $1 AND expires_at_ms > ${NOW_MS}`,

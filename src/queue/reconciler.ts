@@ -28,11 +28,10 @@ import {
   type RetentionReport,
   reclaimExpiredLeases,
   runRetention,
+  SESSION_LOCK,
 } from '../store/index.ts';
 import type { Dispatcher } from './dispatcher.ts';
 
-/** Arbitrary, distinct from the migrator's: the lock one reconciler pass holds. */
-const RECONCILE_LOCK_KEY = 7_303_140_002;
 const PAGE = 200;
 const NIL_UUID = '00000000-0000-0000-0000-000000000000';
 
@@ -164,7 +163,7 @@ export function startReconciler(options: ReconcilerOptions): Reconciler {
   let queued: Promise<ReconcileReport | undefined> | undefined;
   const start = () => {
     running = options.db
-      .withTryLock(RECONCILE_LOCK_KEY, async () => {
+      .withTryLock(SESSION_LOCK.reconcile, async () => {
         // Retention needs Postgres only: it runs even when the pass failed (the queue is down).
         const outcome = await pass(options).then(
           (report) => ({ report }),

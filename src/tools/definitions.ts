@@ -32,7 +32,8 @@ const OPERATION_TOOL_DESCRIPTION = [
 ].join(' ');
 
 const WRITE_TOOL_DESCRIPTION = [
-  'Add a note to your scratchpad: your working memory for this task. Write down your plan, each important finding after a tool call, decisions and what is left to do, so you do not lose them.',
+  'Add a note to your notes: a log for this task. Write down your plan, each important finding after a tool call, decisions and what is left to do.',
+  'Notes are not in your working memory (read_working_memory, the context): read them back with read_from_scratchpad. What must stay in view every turn belongs in update_scratchpad.',
   'Notes are kept in write order; with return_history true the answer shows the whole scratchpad.',
   'Notes of an execution are cleared when it ends.',
 ].join(' ');

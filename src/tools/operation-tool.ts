@@ -18,6 +18,7 @@ import {
   OperationToolInput,
   type RetryFailedInput,
 } from '../domain/operation-input.ts';
+import { AWAITING_APPROVAL_ADVICE } from '../domain/operation-lifecycle.ts';
 import {
   legacyPausedBy,
   type PausedBy,
@@ -36,7 +37,9 @@ import {
   completeOperation,
   createOperation,
   type Database,
+  failureGroups,
   getOperation,
+  isUniqueViolation,
   lastPauseActors,
   leaseBatch,
   pauseOperation,
@@ -44,6 +47,7 @@ import {
   recordResults,
   resumeOperation,
   retryFailed,
+  UNIQUE_INDEX,
 } from '../store/index.ts';
 
 export const OPERATION_TOOL_NAME = 'manage_assistant_operation';
@@ -122,9 +126,7 @@ export function repeatedIdsError(duplicates: readonly string[]): AppError {
 
 /** Whether `error` is the unique index on (operation_id, item_id) refusing a repeated id. */
 function isDuplicateItemError(error: unknown): boolean {
-  const { code, constraint, message } = (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
-  const index = 'uq_assistant_operation_item_id';
-  return code === '23505' && (constraint === index || String(message).includes(index));
+  return isUniqueViolation(error, UNIQUE_INDEX.itemId);
 }
 
 /** `{[key]: value}`, or nothing when value is undefined (the field is then left out). */
@@ -165,6 +167,9 @@ function nextStep(
 ): string {
   if (op.status === 'paused') {
     return `The operation is paused. ${pausedAdvice(pausedBy ?? undefined, op.id, op.state_json.paused_reason)}`;
+  }
+  if (op.status === 'awaiting_approval') {
+    return AWAITING_APPROVAL_ADVICE;
   }
   if (op.status !== 'active') {
     return itemsArePruned(op.state_json)
@@ -267,6 +272,9 @@ export function createdResponse(operation: OperationRecord, pausedOperationId: s
   };
 }
 
+const failureReasons = async (deps: OperationToolDeps, operationId: string) =>
+  (await failureGroups(deps.db, operationId, { limit: 10, offset: 0 })).groups;
+
 async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInput): Promise<ToolResult> {
   const details = await getOperation(deps.db, ctx.scope, input.operation_id, {
     after: input.failures_cursor ? Number(input.failures_cursor) : -1,
@@ -287,10 +295,13 @@ async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInpu
     paused_reason: op.status === 'paused' ? (op.state_json.paused_reason ?? null) : null,
     paused_by: pausedBy,
     ...(pausedBy ? { next: pausedAdvice(pausedBy, op.id, op.state_json.paused_reason) } : {}),
+    ...(op.status === 'awaiting_approval' ? { next: AWAITING_APPROVAL_ADVICE } : {}),
     created_at: op.created_at.toISOString(),
     updated_at: op.updated_at.toISOString(),
     failures: details.failures.map((f) => ({ id: f.item_id, reason: f.reason })),
     next_failures_cursor: details.nextFailuresCursor,
+    // Grouped by reason (the ten most frequent): what a model, or an MCP task's result, acts on.
+    ...optional('failure_reasons', op.failed_count > 0 ? await failureReasons(deps, op.id) : undefined),
     ...optional('items_pruned', itemsPrunedOutput(op.state_json, op.failed_count)),
   };
 }

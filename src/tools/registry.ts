@@ -3,7 +3,9 @@
  */
 import { AppError } from '../domain/errors.ts';
 import { OPERATION_ACTIONS } from '../domain/operation-input.ts';
+import type { ConversationScope } from '../store/index.ts';
 import { ATTR, inSpan } from '../telemetry/spans.ts';
+import { type ApprovalDecision, type DecidedOperation, decideApproval } from './approvals.ts';
 import { normalizeFlatInput } from './flat-input.ts';
 import {
   executeReadFromScratchpad,
@@ -27,6 +29,13 @@ export interface ToolRegistry {
   execute(name: string, input: unknown, ctx: ToolCallContext): Promise<ToolResult>;
   /** The operation tool with a body whose item_ids is read as it arrives (a large create). */
   executeStreamed(name: string, body: StreamedToolBody, ctx: ToolCallContext): Promise<ToolResult>;
+  /** A person's approval or rejection of an operation awaiting it (approvals.ts). */
+  decideApproval(
+    scope: ConversationScope,
+    operationId: string,
+    decision: ApprovalDecision,
+    actor: string,
+  ): Promise<DecidedOperation>;
 }
 
 export function createToolRegistry(deps: OperationToolDeps & ScratchpadToolDeps & NotesToolDeps): ToolRegistry {
@@ -79,6 +88,9 @@ export function createToolRegistry(deps: OperationToolDeps & ScratchpadToolDeps 
         throw unknownTool(name);
       }
       return executeStreamedOperationTool(deps, ctx, body);
+    },
+    decideApproval(scope, operationId, decision, actor) {
+      return decideApproval(deps, scope, operationId, decision, actor);
     },
   };
 }

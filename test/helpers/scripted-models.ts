@@ -33,7 +33,7 @@ export type FollowUpModel = (seen: Seen) => Decision;
 export interface ScriptedModel {
   url: string;
   /** Each request as received, for assertions on what the model was shown. */
-  requests: { system: string; messages: number; tools: string[] }[];
+  requests: { system: string; messages: number; tools: string[]; body: Record<string, unknown> }[];
   /** Each tool call the model made, with the arguments as sent. */
   calls: { name: string; args: Record<string, unknown> }[];
   close(): Promise<void>;
@@ -41,7 +41,7 @@ export interface ScriptedModel {
 
 type Schema = Record<string, unknown>;
 
-function parse(text: unknown): unknown {
+export function parse(text: unknown): unknown {
   if (typeof text !== 'string') {
     return text;
   }
@@ -95,7 +95,8 @@ function closer(server: Server) {
     });
 }
 
-function validatorFor(tools: { name: string; schema: Schema }[]) {
+/** Checks each call against the schema its tool was given, as constrained decoding would. */
+export function validatorFor(tools: { name: string; schema: Schema }[]) {
   const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true });
   addFormats(ajv);
   const byName = new Map(tools.map((tool) => [tool.name, ajv.compile(tool.schema)]));
@@ -123,20 +124,28 @@ export async function startScriptedOpenAi(model: FollowUpModel): Promise<Scripte
     }[];
     const tools = body.tools as { function: { name: string; parameters: Schema } }[];
     const system = messages[0]?.content ?? '';
-    requests.push({ system, messages: messages.length, tools: tools.map((t) => t.function.name) });
+    requests.push({ system, messages: messages.length, tools: tools.map((t) => t.function.name), body });
     const last = messages.at(-1);
     const callNames = new Map(
       messages.flatMap((m) =>
         ((m.tool_calls ?? []) as { id: string; function: { name: string } }[]).map((c) => [c.id, c.function.name]),
       ),
     );
+    // The results of the model's last calls: every tool message after its last own message.
+    const results: typeof messages = [];
+    for (let i = messages.length - 1; i >= 0 && messages[i]?.role === 'tool'; i--) {
+      results.unshift(messages[i] as (typeof messages)[number]);
+    }
     const decision = model({
       system,
       last:
-        last?.role === 'tool'
+        results.length > 0
           ? {
               kind: 'results',
-              results: [{ name: callNames.get(last.tool_call_id ?? '') ?? '', body: parse(last.content) }],
+              results: results.map((result) => ({
+                name: callNames.get(result.tool_call_id ?? '') ?? '',
+                body: parse(result.content),
+              })),
             }
           : { kind: 'user', text: last?.content ?? '' },
       tools: new Set(tools.map((t) => t.function.name)),
@@ -168,18 +177,33 @@ export async function startScriptedOpenAi(model: FollowUpModel): Promise<Scripte
 }
 
 /** Anthropic Messages. */
-export async function startScriptedAnthropic(model: FollowUpModel): Promise<ScriptedModel> {
+/**
+ * Anthropic Messages (`/v1/messages`, and `/v1/messages?beta=true` of the SDK's beta client).
+ * `compactAt`: the requests (counted from 1) answered with a compaction block and stop_reason
+ * `compaction`, as the API pauses after compacting with `pause_after_compaction`.
+ */
+export async function startScriptedAnthropic(
+  model: FollowUpModel,
+  options: { compactAt?: readonly number[] } = {},
+): Promise<ScriptedModel> {
   const requests: ScriptedModel['requests'] = [];
   const made: ScriptedModel['calls'] = [];
   type Block = { type: string; text?: string; id?: string; name?: string; tool_use_id?: string; content?: unknown };
   const server = await listen((body, path) => {
-    if (!path.endsWith('/v1/messages')) {
+    if (new URL(path, 'http://scripted').pathname !== '/v1/messages') {
       throw new Error(`unexpected path ${path}`);
     }
     const messages = body.messages as { role: string; content: string | Block[] }[];
     const tools = body.tools as { name: string; input_schema: Schema }[];
     const system = String(body.system ?? '');
-    requests.push({ system, messages: messages.length, tools: tools.map((t) => t.name) });
+    requests.push({ system, messages: messages.length, tools: tools.map((t) => t.name), body });
+    if (options.compactAt?.includes(requests.length)) {
+      return {
+        role: 'assistant',
+        content: [{ type: 'compaction', content: 'The user asked for a follow-up SMS.', encrypted_content: null }],
+        stop_reason: 'compaction',
+      };
+    }
     const last = messages.at(-1);
     const useNames = new Map(
       messages.flatMap((m) =>

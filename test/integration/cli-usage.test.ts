@@ -41,6 +41,7 @@ const REQUIRED: Readonly<Record<string, readonly string[]>> = {
   'oauth revoke': ['0b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f'],
   'webhooks secret': ['--org', 'acme'],
   'ops watch': ['0b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f'],
+  'ops export': ['0b0c1c2e-3f0a-4c55-9d8e-2b1f3c4d5e6f'],
 };
 
 describe('opspad --help, --version and usage errors', () => {
@@ -93,9 +94,11 @@ describe('opspad --help, --version and usage errors', () => {
         'webhooks secret',
         'orgs',
         'orgs limits',
+        'orgs policy',
         'demo',
         'ops',
         'ops watch',
+        'ops export',
         'mcp',
         'tools',
         'tools print',

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ItemHandler } from '../../src/handlers/types.ts';
 import { batchQueueName } from '../../src/queue/catalog.ts';
 import { type Harness, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
-import { finished, waitForProgress } from '../helpers/wait.ts';
+import { eventually, finished, waitForProgress } from '../helpers/wait.ts';
 
 const CASES = [
   ...QUEUE_BACKENDS.map((queue) => ({ queue, slice: 'default' })),
@@ -65,7 +65,20 @@ describe.each(CASES)('lane slices (postgres database, $queue queue, OPSPAD_LANE_
     expect(end).toMatchObject({ status: 'completed', completed_count: items, failed_count: 0 });
     expect(itemIds.map((id) => handled.get(id))).toEqual(itemIds.map(() => 1));
     const batchQueue = harness.service.dispatcher.queues.find((q) => q.name === batchQueueName(type));
-    const jobs: Job[] = (await batchQueue?.getJobs(['completed'])) ?? [];
+    // The operation completes when its last record commits; the job that recorded it is marked
+    // completed just after, so wait until the completed jobs account for every item.
+    const jobs = await eventually(
+      async () => {
+        const completed: Job[] = (await batchQueue?.getJobs(['completed'])) ?? [];
+        const mine = completed.filter((job) => job.data.operation_id === operationId);
+        const leasedByJobs = mine.reduce(
+          (sum, job) => sum + ((job.returnvalue as { leased?: number })?.leased ?? 0),
+          0,
+        );
+        return leasedByJobs >= items ? mine : undefined;
+      },
+      { what: "the lane's jobs to be marked completed" },
+    );
     const leased = await harness.db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM operation_event WHERE operation_id = $1 AND kind = 'batch_leased'`,
       [operationId],
@@ -78,7 +91,7 @@ describe.each(CASES)('lane slices (postgres database, $queue queue, OPSPAD_LANE_
       [operationId],
     );
     return {
-      jobs: jobs.filter((job) => job.data.operation_id === operationId),
+      jobs,
       batchesLeased: leased[0]?.n ?? 0,
       leasedByRecords: chained[0]?.n ?? 0,
     };

@@ -150,8 +150,13 @@ describe('opspad mcp over stdio', () => {
     expect(JSON.stringify(operation?.inputSchema)).not.toContain('"null"');
 
     expect(mcp.client.getServerVersion()?.name).toBe('opspad');
-    // Only what the server honours: no list-changed or resource-update notifications are sent.
-    expect(mcp.client.getServerCapabilities()).toEqual({ tools: {}, resources: {} });
+    // Only what the server honours: no list-changed or resource-update notifications are sent;
+    // the operation tool's creates run as tasks (mcp-tasks.test.ts).
+    expect(mcp.client.getServerCapabilities()).toEqual({
+      tools: {},
+      resources: {},
+      tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } },
+    });
     expect(mcp.client.getInstructions()).toContain('read_working_memory');
     expect(mcp.stderr.join('')).toContain('serving a session of its own');
   });
@@ -209,7 +214,11 @@ describe('opspad mcp over stdio', () => {
     // A third session that knows nothing finds both, with the next action, through the tool alone.
     c = await session();
     const memory = await c.memory();
-    expect(memory).toContain('Operations of other conversations');
+    // With no operation of its own, the heading names the tool and the call itself.
+    expect(memory.split('\n')[0]).toBe(
+      'Operations of other conversations (manage_assistant_operation: call the action named with the operation_id):',
+    );
+    expect(memory).not.toContain('the same calls');
     expect(memory).toMatch(new RegExp(`ACTIVE send_sms, 0/12 done \\(5 in flight\\), id ${opA}: progress`));
     expect(memory).toMatch(new RegExp(`ACTIVE tag_contacts, 0/7 done, id ${opB}: progress, do the batch, update\\.`));
     expect(memory).toContain('Notes: tag every Lead as contacted');

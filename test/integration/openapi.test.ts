@@ -50,7 +50,13 @@ describe('the OpenAPI document', () => {
     const toolPaths = DOCUMENTED_TOOLS.map((name) => `POST /v1/conversations/{conversationId}/tools/${name}`);
     expect(documentedOperations(document)).toEqual([...new Set([...fromRouter, ...toolPaths])].sort());
     // The other mounts are the operator pages' routers, whose routes are listed above.
-    expect(registered.mounts).toEqual(['/admin/operations', '/admin/organizations', '/admin/queues', '/metrics']);
+    expect(registered.mounts).toEqual([
+      '/admin/approvals',
+      '/admin/operations',
+      '/admin/organizations',
+      '/admin/queues',
+      '/metrics',
+    ]);
   });
 
   it('prints the same document with opspad openapi print, without any setting', async () => {
@@ -155,6 +161,13 @@ describe('real requests and answers against the document (postgres)', () => {
       batch_size: 5,
     });
     await client.operations.finished(background.operation_id);
+    // Its results, as JSON Lines and as CSV.
+    for await (const item of client.operations.results(background.operation_id)) {
+      expect(item.status).toBe('completed');
+    }
+    for await (const chunk of client.operations.resultsFile(background.operation_id, { format: 'csv', failed: true })) {
+      expect(chunk).toContain('item_id');
+    }
 
     // Notes and executions.
     const execution = await client.executions.start(conversation);
@@ -218,6 +231,25 @@ describe('real requests and answers against the document (postgres)', () => {
       headers: { ...admin, origin: harness.url, 'content-type': 'application/x-www-form-urlencoded' },
       body: 'action=pause',
       redirect: 'manual',
+    });
+
+    // Approvals: the list, a policy read and set back as it was, a decision on an unknown id.
+    const orgName = (
+      await harness.db.query<{ name: string }>('SELECT name FROM organization WHERE id = $1', [tenant.organizationId])
+    )[0]?.name as string;
+    const adminJson = { ...admin, origin: harness.url, 'content-type': 'application/json' };
+    await record(`${harness.url}/admin/approvals`, { headers: admin });
+    await record(`${harness.url}/admin/approvals/policy/${encodeURIComponent(orgName)}`, { headers: admin });
+    await record(`${harness.url}/admin/approvals/policy/${encodeURIComponent(orgName)}`, {
+      method: 'PUT',
+      headers: adminJson,
+      body: JSON.stringify({ approve_above: null }),
+    });
+    await record(`${harness.url}/admin/approvals/${randomUUID()}/approve`, { method: 'POST', headers: adminJson });
+    await record(`${harness.url}/v1/operations/${randomUUID()}/approval`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ decision: 'approve' }),
     });
 
     // MCP over Streamable HTTP, and its protected-resource metadata.

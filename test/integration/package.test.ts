@@ -210,9 +210,16 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
         'dist/index.d.ts',
         'dist/client/index.js',
         'dist/client/index.d.ts',
+        'dist/ai-sdk/index.js',
+        'dist/ai-sdk/index.d.ts',
+        'dist/openai-agents/index.js',
+        'dist/openai-agents/index.d.ts',
         'dist/cli/main.js',
         'dist/vendor/redoc/redoc.standalone.js',
         'dist/vendor/redoc/LICENSE',
+        // The server-side functions' files, which the migrator applies.
+        'dist/store/leases/sql/opspad_lease_step.sql',
+        'dist/store/operations/sql/opspad_delete_operation_items.sql',
         'drizzle/meta/_journal.json',
       ]),
     );

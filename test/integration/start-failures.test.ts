@@ -145,6 +145,29 @@ describe('opspad start failing for real', () => {
     }
   });
 
+  it('at handlers before opening the database: not one connection to Postgres', async () => {
+    let connections = 0;
+    const counter = createServer((socket) => {
+      connections += 1;
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => counter.listen(0, '127.0.0.1', resolve));
+    const counted = (counter.address() as { port: number }).port;
+    try {
+      const failed = await run([BIN, 'start'], {
+        DATABASE_URL: `postgres://127.0.0.1:${counted}/opspad`,
+        OPSPAD_QUEUE_BACKEND: 'postgres',
+        OPSPAD_HANDLERS: THROWING_HANDLER,
+        PORT: '0',
+      });
+      expect(failed.code, failed.stderr).toBe(1);
+      expect(failed.stderr).toMatch(/^opspad start: failed at handlers: OPSPAD_HANDLERS: loading /);
+      expect(connections).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => counter.close(() => resolve()));
+    }
+  });
+
   it('before opening the embedded database, when the port is taken: its folder is not created', async () => {
     const parent = mkdtempSync(join(tmpdir(), 'opspad-startfail-'));
     try {

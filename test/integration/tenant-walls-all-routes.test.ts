@@ -244,6 +244,14 @@ const ROUTE_ATTACKS: Record<string, (w: World) => Attack[]> = {
       path: `/v1/operations/${id}`,
       foreignIds: [id],
     })),
+  'POST /v1/operations/:operationId/approval': (w) =>
+    [w.a.paused, w.a.active].map((id) => ({
+      label: "a decision on A's operation",
+      method: 'POST',
+      path: `/v1/operations/${id}/approval`,
+      body: { decision: 'reject' },
+      foreignIds: [id],
+    })),
   'GET /v1/operations/:operationId/events': (w) =>
     [w.a.paused, w.a.active].map((id) => ({
       label: "A's operation events",
@@ -251,6 +259,15 @@ const ROUTE_ATTACKS: Record<string, (w: World) => Attack[]> = {
       path: `/v1/operations/${id}/events`,
       foreignIds: [id],
     })),
+  'GET /v1/operations/:operationId/results': (w) =>
+    [w.a.paused, w.a.active].flatMap((id) =>
+      ['', '?format=csv&status=failed'].map((query) => ({
+        label: "A's operation results",
+        method: 'GET',
+        path: `/v1/operations/${id}/results${query}`,
+        foreignIds: [id],
+      })),
+    ),
 };
 
 function conversationAttack(method: string, w: World, suffix: string, body?: unknown): Attack {
@@ -280,11 +297,15 @@ const OPERATOR_ROUTES = [
   'GET /admin/operations/assets/operator-view.js',
   'GET /admin/operations/stream',
   'POST /admin/operations/:operationId/:action',
+  'GET /admin/approvals',
+  'GET /admin/approvals/policy/:organization',
+  'PUT /admin/approvals/policy/:organization',
+  'POST /admin/approvals/:operationId/:decision',
   'GET /metrics',
   'GET /admin/organizations/:name/limits',
   'PUT /admin/organizations/:name/limits',
 ];
-const OPERATOR_MOUNTS = ['/admin/operations', '/admin/organizations', '/admin/queues', '/metrics'];
+const OPERATOR_MOUNTS = ['/admin/approvals', '/admin/operations', '/admin/organizations', '/admin/queues', '/metrics'];
 /**
  * MCP over Streamable HTTP and its metadata: their walls (another organization's session or
  * operation answers byte for byte as a random id) are test/integration/mcp-http.test.ts's.

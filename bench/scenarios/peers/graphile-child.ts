@@ -6,7 +6,7 @@
  * one statement (items.ts), through the job's own pool, and reports the count.
  */
 import { Logger, type Runner, run, type Task } from 'graphile-worker';
-import { recordedCounter, serve } from '../../lib/forked-child.ts';
+import { recordedCounter, reportFailure, serve } from '../../lib/forked-child.ts';
 import { recordItemsSql } from './items.ts';
 
 const connectionString = process.env.DATABASE_URL as string;
@@ -22,7 +22,12 @@ const logger = new Logger(() => (level, message) => {
 
 const recordJob: Task = async (payload, helpers) => {
   const { ids } = payload as { ids: string[] };
-  await helpers.query(record, [ids]);
+  try {
+    await helpers.query(record, [ids]);
+  } catch (error) {
+    reportFailure(error);
+    throw error;
+  }
   recorded.add(ids.length);
 };
 
@@ -45,7 +50,9 @@ serve(
         connectionString,
         schema,
         concurrency,
-        maxPoolSize: concurrency + 2,
+        // A connection a running job, capped so both peers' processes and the bench stay within
+        // the server's default of 100 connections (jobs past the cap wait for a connection).
+        maxPoolSize: Math.min(concurrency + 2, 18),
         noHandleSignals: true,
         logger,
         taskList: tasks,

@@ -18,61 +18,10 @@ import { PgBoss } from 'pg-boss';
 import { type BenchContext, waitFor } from '../../lib/common.ts';
 import { type Forked, forkChild } from '../../lib/forked.ts';
 import { createItemsTableSql, insertRunItems, runItemIds, unrecordedCount } from './items.ts';
-
-export type PeerName = 'pgboss' | 'graphile';
-
-export interface PgBossSettings {
-  /** Jobs one fetch claims, handed to one handler call (work's `batchSize`). */
-  batchSize: number;
-  /** Fetch-and-handle loops per process (`localConcurrency`). */
-  localConcurrency: number;
-  /** The handler's statement and the jobs' completion in one transaction. */
-  transactional: boolean;
-}
-
-export interface GraphileSettings {
-  /** Jobs one process runs at once (`concurrency`). */
-  concurrency: number;
-  /** Jobs one fetch locks for the pool's workers (`localQueue.size`; 1: off). */
-  localQueueSize: number;
-  /** Completions batched for this long, in ms (`completeJobBatchDelay`; -1: off). */
-  completeJobBatchDelay: number;
-}
-
-/**
- * Each system's setting by batch (1: a job per item), the best of its documented knobs in runs
- * in turns on the project's machine. pg-boss: a fetch claims `batchSize` jobs and hands them to
- * one handler call, which records all their ids with one statement; `burstWhenBatchFull` fetches
- * again at once while fetches come back full (a fetch of one job would wait out the polling
- * interval, 0.5 s at least, after each job); `transactional` was slower every time.
- * graphile-worker: its performance page's batching (`localQueue`, `completeJobBatchDelay` 0)
- * and concurrency; its task gets one job.
- */
-export const PGBOSS_SETTINGS: Record<number, PgBossSettings> = {
-  1: { batchSize: 1000, localConcurrency: 2, transactional: false },
-  10: { batchSize: 100, localConcurrency: 4, transactional: false },
-  100: { batchSize: 10, localConcurrency: 4, transactional: false },
-  1000: { batchSize: 10, localConcurrency: 4, transactional: false },
-};
-
-export const GRAPHILE_SETTINGS: Record<number, GraphileSettings> = {
-  1: { concurrency: 24, localQueueSize: 500, completeJobBatchDelay: 0 },
-  10: { concurrency: 24, localQueueSize: 500, completeJobBatchDelay: 0 },
-  100: { concurrency: 8, localQueueSize: 50, completeJobBatchDelay: 0 },
-  1000: { concurrency: 4, localQueueSize: 8, completeJobBatchDelay: 0 },
-};
+import { GRAPHILE_SETTINGS, type PeerName, type PeerRunner, PGBOSS_SETTINGS } from './settings.ts';
 
 const PEER_PROCESSES = 2;
 const ADD_CHUNK = 1_000;
-
-export function describeSettings(peer: PeerName, batch: number): string {
-  if (peer === 'pgboss') {
-    const s = PGBOSS_SETTINGS[batch] as PgBossSettings;
-    return `work batchSize ${s.batchSize} (${s.batchSize * batch} ids a handler call, one statement), localConcurrency ${s.localConcurrency}, burstWhenBatchFull${s.transactional ? ', transactional' : ''}`;
-  }
-  const s = GRAPHILE_SETTINGS[batch] as GraphileSettings;
-  return `concurrency ${s.concurrency}, localQueue ${s.localQueueSize > 1 ? s.localQueueSize : 'off'}, completeJobBatchDelay ${s.completeJobBatchDelay}`;
-}
 
 /** The jobs of a run: `batch` ids each. */
 function jobsOf(ids: readonly string[], batch: number): string[][] {
@@ -177,12 +126,6 @@ async function graphileDriver(ctx: BenchContext, schema: string, children: Forke
   };
 }
 
-export interface PeerRunner {
-  /** One run of `items` ids in jobs of `batch` ids (1: a job per item) → items/s. */
-  run(batch: number, items: number): Promise<number>;
-  close(): Promise<void>;
-}
-
 /** A peer installed in a schema of its own, with its two worker processes. */
 export async function peerRunner(ctx: BenchContext, peer: PeerName): Promise<PeerRunner> {
   const schema = `bench_${peer}`;
@@ -223,14 +166,19 @@ export async function peerRunner(ctx: BenchContext, peer: PeerName): Promise<Pee
 
   let recorded = 0;
   let reached: (() => void) | undefined;
+  let failed: ((error: Error) => void) | undefined;
   let target = Number.POSITIVE_INFINITY;
   for (const child of children) {
     child.onEvent((event) => {
+      if (typeof event.failed === 'string') {
+        failed?.(new Error(`${peer}: a job failed: ${event.failed}`));
+      }
       recorded += Number(event.recorded ?? 0);
       if (recorded >= target) {
         reached?.();
       }
     });
+    child.exited.then((code) => failed?.(new Error(`${peer}: a worker process exited (${code})`)));
   }
   let runs = 0;
   return {
@@ -241,14 +189,24 @@ export async function peerRunner(ctx: BenchContext, peer: PeerName): Promise<Pee
       const name = await driver.enqueue(run, batch, jobsOf(ids, batch));
       recorded = 0;
       target = items;
-      const allReported = new Promise<void>((resolve) => {
+      const allReported = new Promise<void>((resolve, reject) => {
         reached = resolve;
+        failed = reject;
       });
+      const bound = setTimeout(
+        () => failed?.(new Error(`${peer}: ${recorded} of ${items} items after ${ctx.plan.waitLimitMs} ms`)),
+        ctx.plan.waitLimitMs,
+      );
       const label = `${peer}_${batch === 1 ? 'job_per_item' : `array_b${batch}`}`;
       await ctx.probe?.before(label);
       const started = performance.now();
-      await driver.go(name, batch);
-      await allReported;
+      try {
+        await driver.go(name, batch);
+        await allReported;
+      } finally {
+        clearTimeout(bound);
+        failed = undefined;
+      }
       let ended = performance.now();
       // The reports follow each statement's commit (pg-boss's transactional setting: its handler
       // returns just before the commit): confirmed against the table, the clock stopped again if

@@ -7,7 +7,7 @@
 
 import pg from 'pg';
 import { type Job, PgBoss } from 'pg-boss';
-import { recordedCounter, serve } from '../../lib/forked-child.ts';
+import { recordedCounter, reportFailure, serve } from '../../lib/forked-child.ts';
 import { recordItemsSql } from './items.ts';
 
 const connectionString = process.env.DATABASE_URL as string;
@@ -15,10 +15,12 @@ const schema = process.env.PEER_SCHEMA as string;
 const record = recordItemsSql(schema);
 const recorded = recordedCounter();
 
-const boss = new PgBoss({ connectionString, schema, supervise: false, schedule: false, migrate: false, max: 20 });
+// Pools sized for localConcurrency ≤ 4 (PGBOSS_SETTINGS): both peers' processes and the bench
+// stay within the server's default of 100 connections, which a full pool would exhaust.
+const boss = new PgBoss({ connectionString, schema, supervise: false, schedule: false, migrate: false, max: 8 });
 boss.on('error', (error: Error) => process.stderr.write(`pg-boss worker: ${error.message}\n`));
 await boss.start();
-const pool = new pg.Pool({ connectionString, max: 20, application_name: 'bench-pgboss' });
+const pool = new pg.Pool({ connectionString, max: 8, application_name: 'bench-pgboss' });
 
 interface WorkArgs {
   queue: string;
@@ -28,6 +30,12 @@ interface WorkArgs {
 }
 
 type Data = { ids: string[] };
+
+/** A failed statement fails the run at once (pg-boss would retry the jobs later). */
+function failed(error: unknown): never {
+  reportFailure(error);
+  throw error;
+}
 
 serve(
   {
@@ -43,13 +51,13 @@ serve(
       if (transactional) {
         await boss.work(queue, { ...options, transactional: true as const }, async (jobs: Job<Data>[], tx) => {
           const ids = jobs.flatMap((job) => job.data.ids);
-          await tx.executeSql(record, [ids]);
+          await tx.executeSql(record, [ids]).catch(failed);
           recorded.add(ids.length);
         });
       } else {
         await boss.work(queue, options, async (jobs: Job<Data>[]) => {
           const ids = jobs.flatMap((job) => job.data.ids);
-          await pool.query(record, [ids]);
+          await pool.query(record, [ids]).catch(failed);
           recorded.add(ids.length);
         });
       }

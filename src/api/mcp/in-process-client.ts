@@ -51,6 +51,17 @@ export function inProcessClient(deps: InProcessDeps, principal: Principal, baseU
       });
       return fragment;
     },
+    decideApproval(operationId, decision) {
+      return answer(async () => {
+        const { operation } = await getOperationInOrganization(deps.db, organizationId, operationId);
+        return deps.tools.decideApproval(
+          { organizationId, conversationId: operation.conversation_id },
+          operationId,
+          decision,
+          `user:${actor}`,
+        );
+      });
+    },
     async operation(operationId) {
       try {
         const { operation } = await getOperationInOrganization(deps.db, organizationId, operationId);

@@ -125,16 +125,17 @@ function operation(route: RouteSpec, components: Components): JsonObject {
     // JSON, another media type, or both (negotiated: `GET /`).
     const content = {
       ...(response.json ? { 'application/json': { schema: components.ref(response.json, 'output') } } : {}),
-      ...(response.other
-        ? {
-            [response.other.contentType]: {
-              schema: {
-                type: response.other.contentType === 'application/json' ? 'object' : 'string',
-                ...(response.other.description ? { description: response.other.description } : {}),
-              },
+      ...Object.fromEntries(
+        [response.other ?? []].flat().map((other) => [
+          other.contentType,
+          {
+            schema: {
+              type: other.contentType === 'application/json' ? 'object' : 'string',
+              ...(other.description ? { description: other.description } : {}),
             },
-          }
-        : {}),
+          },
+        ]),
+      ),
     };
     responses[status] = {
       description: response.description,

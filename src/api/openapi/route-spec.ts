@@ -28,12 +28,18 @@ export interface Named {
   schema: z.ZodType;
 }
 
+/** A body that is not described by a JSON schema. */
+export interface OtherBody {
+  contentType: string;
+  description?: string;
+}
+
 export interface ResponseSpec {
   description: string;
   /** JSON bodies: a named schema. */
   json?: Named;
   /** Other bodies (beside JSON, when the answer is negotiated): the media type and what it holds. */
-  other?: { contentType: string; description?: string };
+  other?: OtherBody | readonly OtherBody[];
   headers?: Record<string, { description: string; schema: Record<string, unknown> }>;
 }
 

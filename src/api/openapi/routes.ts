@@ -19,13 +19,17 @@ import {
   ToolList,
   TracesPage,
 } from '../../domain/conversation-output.ts';
+import { RESULT_MEDIA_TYPES, ResultsQuery } from '../../domain/item-results.ts';
 import { OperationProgress } from '../../domain/operation-output.ts';
 import { PadSettingsInput, PutScratchpadBody, ReorganizeBody } from '../../domain/scratchpad-input.ts';
 import { TOOL_FORMATS } from '../../tools/formats.ts';
 import { ConversationParams as conversation } from '../params.ts';
+import { DecidedOutput } from '../routes/admin-approvals.ts';
 import { Params as ExecutionParams, CreateBody as StartExecutionBody, TracesQuery } from '../routes/executions.ts';
 import { Params as OperationParams } from '../routes/operations.ts';
 import { Page } from '../routes/scratchpad.ts';
+import { UserApprovalBody } from '../routes/user-approval.ts';
+import { APPROVAL_ROUTES } from './approval-routes.ts';
 import { MCP_ROUTES } from './mcp-routes.ts';
 import { OPERATOR_ROUTES, PUBLIC_ROUTES } from './public-routes.ts';
 import { BODY_ERRORS, V1_ERRORS } from './route-errors.ts';
@@ -38,6 +42,12 @@ export { ErrorBody };
 const SSE_DESCRIPTION = [
   'Server-sent events until the operation ends: `progress` (data: OperationProgress) whenever the counts or status change, one event per audit-trail entry (`created`, `batch_leased`, `batch_recorded`, `lease_expired`, `paused`, `resumed`, `completed`, `cancelled`, `expired`, `retried`; data: OperationAuditEvent; the SSE `id` is the entry’s id), and `end` (data: OperationProgress) when the operation is completed or cancelled.',
   'Comment lines (`: keep-alive`) come every 15 s when nothing else does. Reconnect with `Last-Event-ID` to continue after the last entry received. The stream also ends when the server shuts down: reconnect.',
+].join(' ');
+
+const RESULTS_DESCRIPTION = [
+  'One line per item, in item order: `item_id`, `status` (`pending`, `leased`, `completed`, `failed`, `abandoned`), `reason` (null unless failed), `attempts` (leases that ended) and `recorded_at` (ISO 8601, null while the item has no outcome).',
+  '`format=csv` writes the same columns under a header line (RFC 4180 quoting); a cell that starts with `=`, `+`, `-`, `@`, a tab, a carriage return or an apostrophe gets an apostrophe in front, so no spreadsheet runs it as a formula (take one leading apostrophe off to read the value back).',
+  '`status=failed` writes only the failed items, kept failures of a pruned operation included. Streamed in constant memory, page by page: an item recorded meanwhile shows the outcome it had when its page was read. While it streams, the file holds one of the key’s OPSPAD_MAX_STREAMS_PER_KEY slots, as an event stream does (429 too_many_streams beyond them).',
 ].join(' ');
 
 const V1_ROUTES: RouteSpec[] = [
@@ -218,6 +228,25 @@ const V1_ROUTES: RouteSpec[] = [
     errors: [...V1_ERRORS, 'validation_failed', 'not_found'],
   },
   {
+    method: 'post',
+    path: '/v1/operations/:operationId/approval',
+    operationId: 'record_user_approval',
+    summary: 'Records the user’s answer on an operation awaiting approval (a rejection cancels it)',
+    description:
+      'For the application that asked its user (an MCP client’s elicitation through `opspad mcp`, or its own UI); never offer it to a model as a tool. The audit trail names `user:api_key:<id>`.',
+    tag: 'Operations',
+    auth: 'apiKey',
+    params: OperationParams,
+    body: { name: 'UserApproval', schema: UserApprovalBody, required: true },
+    responses: {
+      200: {
+        description: 'The operation after the decision.',
+        json: { name: 'DecidedOperation', schema: DecidedOutput },
+      },
+    },
+    errors: [...V1_ERRORS, 'validation_failed', 'not_found', 'operation_finished'],
+  },
+  {
     method: 'get',
     path: '/v1/operations/:operationId/events',
     operationId: 'stream_operation_events',
@@ -241,7 +270,34 @@ const V1_ROUTES: RouteSpec[] = [
     },
     errors: [...V1_ERRORS, 'validation_failed', 'not_found'],
   },
+  {
+    method: 'get',
+    path: '/v1/operations/:operationId/results',
+    operationId: 'export_operation_results',
+    summary: 'Every item’s outcome as one file (JSON Lines or CSV)',
+    description: RESULTS_DESCRIPTION,
+    tag: 'Operations',
+    auth: 'apiKey',
+    params: OperationParams,
+    query: ResultsQuery,
+    responses: {
+      200: {
+        description: 'The file, streamed (`Content-Disposition: attachment`).',
+        other: [
+          { contentType: RESULT_MEDIA_TYPES.jsonl, description: 'One ItemResult object a line.' },
+          { contentType: RESULT_MEDIA_TYPES.csv, description: 'A header line, then one row an item (CRLF).' },
+        ],
+      },
+    },
+    errors: [...V1_ERRORS, 'validation_failed', 'not_found', 'too_many_streams'],
+  },
 ];
 
 /** Every route, in the order the document lists them. */
-export const ROUTES: readonly RouteSpec[] = [...V1_ROUTES, ...MCP_ROUTES, ...PUBLIC_ROUTES, ...OPERATOR_ROUTES];
+export const ROUTES: readonly RouteSpec[] = [
+  ...V1_ROUTES,
+  ...MCP_ROUTES,
+  ...PUBLIC_ROUTES,
+  ...OPERATOR_ROUTES,
+  ...APPROVAL_ROUTES,
+];

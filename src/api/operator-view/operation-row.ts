@@ -97,6 +97,12 @@ export function actions(op: OperatorOperationRow, readOnly: boolean): string {
   }
   const post = (action: 'pause' | 'resume', label: string) =>
     `<form method="post" action="${OPERATIONS_PAGE_PATH}/${op.id}/${action}"><button type="submit" name="action" value="${action}">${label}</button></form>`;
+  if (op.status === 'awaiting_approval') {
+    // A person's decision (routes/admin-approvals.ts); a rejection cancels.
+    const decide = (decision: 'approve' | 'reject', label: string) =>
+      `<form method="post" action="/admin/approvals/${op.id}/${decision}"><button type="submit"${decision === 'reject' ? ' class="danger"' : ''}>${label}</button></form>`;
+    return `${decide('approve', 'Approve')}${decide('reject', 'Reject')}`;
+  }
   return `${op.status === 'active' ? post('pause', 'Pause') : post('resume', 'Resume')}<a class="button danger" href="${OPERATIONS_PAGE_PATH}/${op.id}/cancel">Cancel…</a>`;
 }
 

@@ -1,7 +1,7 @@
 /**
  * A batch job's slice of its lane (run-batch.ts): the fair-share slot the current batch holds,
  * and, before each batch's record, the decision whether this job takes the lane's next batch
- * itself — so the record's call can lease it too (drizzle/0011_record_lease_step.sql) — or hands
+ * itself — so the record's call can lease it too (opspad_record_lease_step) — or hands
  * the lane to a new job, or stops.
  *
  * The job's lock is confirmed with Redis (or the Postgres queue) only when half its duration has

@@ -1,6 +1,6 @@
 /**
  * A batch leased by the call that recorded the lane's previous batch (run-batch.ts,
- * drizzle/0011_record_lease_step.sql), with the stop watch taken before that call, so a pause or
+ * opspad_record_lease_step), with the stop watch taken before that call, so a pause or
  * cancel sent as soon as it committed reaches the batch's handler.
  */
 import type { LeaseResult } from '../../store/index.ts';

@@ -1,7 +1,7 @@
 /**
  * A batch's record (run-batch.ts): its outcomes through recordResults, timed and traced; when
  * the job goes on with its lane (a stop watch for the next batch is given), the same call leases
- * the lane's next batch (drizzle/0011_record_lease_step.sql).
+ * the lane's next batch (opspad_record_lease_step).
  */
 
 import { AppError } from '../../domain/errors.ts';

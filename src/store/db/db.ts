@@ -13,6 +13,7 @@ import { finished } from 'node:stream/promises';
 import type { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
+import { isRetryableConflict } from './pg-errors.ts';
 import { preparedName } from './prepared.ts';
 import { makePrivate, PRIVATE_FOLDER_MODE } from './private-files.ts';
 
@@ -60,20 +61,14 @@ export interface Database extends Queryable {
   close(): Promise<void>;
 }
 
-const RETRYABLE_SQLSTATES = new Set(['40P01', '40001']);
 const MAX_TRANSACTION_ATTEMPTS = 3;
-
-function isRetryable(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && RETRYABLE_SQLSTATES.has(code);
-}
 
 async function withRetries<T>(run: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await run();
     } catch (error) {
-      if (attempt >= MAX_TRANSACTION_ATTEMPTS || !isRetryable(error)) {
+      if (attempt >= MAX_TRANSACTION_ATTEMPTS || !isRetryableConflict(error)) {
         throw error;
       }
     }

@@ -1,7 +1,9 @@
 /**
- * Applies the committed drizzle-kit migrations in drizzle/. On Postgres an advisory lock makes
- * concurrent starts (several API or worker processes) wait for one migrator instead of racing;
- * it is a session lock, so it runs on the direct connection when there is one.
+ * Applies the committed drizzle-kit migrations in drizzle/, then the server-side functions from
+ * their files (sql-functions.ts), those that differ, in one transaction: the journal keeps the
+ * history, the files the current text. On Postgres an advisory lock makes concurrent starts
+ * (several API or worker processes) wait for one migrator instead of racing; it is a session
+ * lock, so it runs on the direct connection when there is one.
  */
 import { fileURLToPath } from 'node:url';
 import type { PGlite } from '@electric-sql/pglite';
@@ -9,16 +11,16 @@ import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import type pg from 'pg';
 import type { Database } from './db.ts';
+import { SESSION_LOCK } from './lock-keys.ts';
+import { functionsToApply, LIST_FUNCTIONS_SQL } from './sql-functions.ts';
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../../drizzle', import.meta.url));
 
-/** An arbitrary constant: the advisory lock key opspad's migrator holds while it runs. */
-const MIGRATION_LOCK_KEY = 7_303_140_001;
-
 /**
- * Applies every migration of `migrationsFolder` (by default opspad's own) not applied yet. Tests
- * pass a folder holding only the first migrations, to build a database as an earlier opspad left
- * it and then upgrade it.
+ * Applies every migration of `migrationsFolder` (by default opspad's own) not applied yet, and
+ * with opspad's own folder the function files. Tests pass a folder holding only the first
+ * migrations, to build a database as an earlier opspad left it (without today's functions) and
+ * then upgrade it.
  */
 export async function runMigrations(
   db: Database & ({ pool: pg.Pool; sessionPool?: pg.Pool } | { pglite: PGlite }),
@@ -32,6 +34,17 @@ export async function runMigrations(
       import('drizzle-orm/pglite/migrator'),
     ]);
     await migratePglite(drizzlePglite({ client: db.pglite }), { migrationsFolder });
+    if (migrationsFolder === MIGRATIONS_FOLDER) {
+      const { rows } = await db.pglite.query<{ name: string; definition: string }>(LIST_FUNCTIONS_SQL);
+      const stale = functionsToApply(rows);
+      if (stale.length > 0) {
+        await db.pglite.transaction(async (tx) => {
+          for (const file of stale) {
+            await tx.exec(file.text);
+          }
+        });
+      }
+    }
     return;
   }
   // The lock is a session's, and so is the migration: on the direct connection when the pool
@@ -41,14 +54,36 @@ export async function runMigrations(
   const onError = () => {};
   client.on('error', onError);
   try {
-    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query('SELECT pg_advisory_lock($1)', [SESSION_LOCK.migration]);
     try {
       await migratePg(drizzlePg({ client }), { migrationsFolder });
+      if (migrationsFolder === MIGRATIONS_FOLDER) {
+        await applyFunctions(client);
+      }
     } finally {
-      await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+      await client.query('SELECT pg_advisory_unlock($1)', [SESSION_LOCK.migration]);
     }
   } finally {
     client.off('error', onError);
     client.release();
+  }
+}
+
+/** The functions step on Postgres: the stale function files, in one transaction. */
+async function applyFunctions(client: pg.PoolClient): Promise<void> {
+  const { rows } = await client.query<{ name: string; definition: string }>(LIST_FUNCTIONS_SQL);
+  const stale = functionsToApply(rows);
+  if (stale.length === 0) {
+    return;
+  }
+  await client.query('BEGIN');
+  try {
+    for (const file of stale) {
+      await client.query(file.text);
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw error;
   }
 }

@@ -2,12 +2,10 @@
  * Statements Postgres plans once per connection: named prepared statements, for the few that run
  * on every turn of a conversation or every batch of a worker.
  *
- * An unnamed statement is parsed and planned on each call. For the statements an assistant's turn
- * sends, planning cost more than running them (`EXPLAIN (ANALYZE)` of the context read: 0.17-0.21
- * ms planning against 0.06-0.12 ms execution), and the seed's loop spent 0.53-0.56 ms of
- * Postgres' CPU per request. Named, each is parsed once per connection, and after its first five
- * runs Postgres keeps a generic plan when it costs no more than the custom ones: 0.30-0.33 ms per
- * request, 1,680-1,790 req/s against 1,320-1,410 (same runs, alternated).
+ * An unnamed statement is parsed and planned on each call, and for the statements an assistant's
+ * turn sends, planning costs more than running them (`EXPLAIN (ANALYZE)` shows both). Named, each
+ * is parsed once per connection, and after its first five runs Postgres keeps a generic plan when
+ * it costs no more than the custom ones.
  *
  * Only statements whose best plan does not depend on their parameters belong here — probes by
  * key, inserts, the one-round-trip calls (whose own statements plpgsql caches already). A

@@ -15,6 +15,7 @@
  * row's update, last, in one statement just before commit (operation-tail.ts).
  *
  * - step-calls.ts: the usual lease and record as one server-side call each
+ * - sql/: those server-side functions, each in its file (its current definition)
  * - operation-lease.ts, operation-record.ts: the general transactions
  * - item-sql.ts: the statements on item and lease rows; record-misses.ts: ids not recorded
  * - operation-tail.ts: the last statement of a lease or a record

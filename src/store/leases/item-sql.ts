@@ -8,12 +8,11 @@
  * only ever touch their own rows (`SKIP LOCKED`, conditions on each row's status and owner).
  *
  * Leases are kept per batch in assistant_operation_lease (one row per owner: its ordinals, how
- * many of them it still holds, until when), and only there: a lease does not write its items
- * (drizzle/0013_item_written_once.sql). An item is leased exactly when it is pending and its
+ * many of them it still holds, until when), and only there: a lease does not write its items.
+ * An item is leased exactly when it is pending and its
  * ordinal is in a lease row with items remaining; it is written once per lease cycle, when it is
  * recorded (or released), and that write adds the ended lease to `attempts`. No index of the
- * item table names a column a record changes, so a completion is a HOT update (README,
- * "Performance"). Every statement that takes an item out of a lease keeps `remaining` equal to
+ * item table names a column a record changes, so a completion is a HOT update. Every statement that takes an item out of a lease keeps `remaining` equal to
  * the number of the lease's ordinals still pending. Lock order within a statement: item rows,
  * then the lease row.
  */
@@ -104,7 +103,7 @@ export async function releaseOwnedItems(
  * $1 operation id, $2 owner, $3 lease seconds, $4 cursor, $5 batch size, $6 whether the caller
  * holds the operation row shared → leased (ordinal, item_id), the owner's lease row written (or,
  * if it had one, extended by the batch): one round trip. The statement is the function
- * opspad_lease_items (drizzle/0013_item_written_once.sql), which the step functions call too:
+ * opspad_lease_items (sql/opspad_lease_items.sql), which the step functions call too:
  * its lock order (the candidates' item rows, SKIP LOCKED, then the lease row), how a lease is
  * kept from rows another lease took under its scan, and its cost are said there. Exported for
  * the plan checks in the scale tests.

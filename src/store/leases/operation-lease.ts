@@ -1,7 +1,7 @@
 /**
  * The `progress` action and the leases around it: hand out the next batch, renew, extend,
  * release and reclaim. The lease statement itself is the function opspad_lease_items
- * (drizzle/0013_item_written_once.sql, called as item-sql.ts LEASE_NEXT_SQL): a lease is a row
+ * (sql/opspad_lease_items.sql, called as item-sql.ts LEASE_NEXT_SQL): a lease is a row
  * of assistant_operation_lease and writes nothing to its items.
  *
  * Lock order: the operation row (shared for the usual lease, exclusive when the cursor may move

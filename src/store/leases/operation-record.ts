@@ -21,6 +21,7 @@ import { countsOf } from '../../domain/operation.ts';
 import { transition } from '../../domain/operation-lifecycle.ts';
 import { parseRecordReport, type RecordReport } from '../../domain/record-report.ts';
 import type { Database, Queryable } from '../db/db.ts';
+import { XACT_LOCK_CLASS } from '../db/lock-keys.ts';
 import type { NewOperationEvent } from '../operations/event-repo.ts';
 import { lockOperation, readOperation } from '../operations/operation-row.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
@@ -81,7 +82,10 @@ export async function recordResults(
     if (op.state_json.max_failure_rate) {
       // The circuit breaker's window is read, extended and written back: records of an
       // operation that has one take turns, and each reads the window its predecessor wrote.
-      await tx.query('SELECT pg_advisory_xact_lock(73032, hashtext($1))', [op.id]);
+      await tx.query('SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))', [
+        XACT_LOCK_CLASS.circuitBreaker,
+        op.id,
+      ]);
       op = await readOperation(tx, op.id);
     }
     const recorded = await recordOutcomes(tx, op.id, report, params.owner);

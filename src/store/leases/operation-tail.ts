@@ -7,8 +7,8 @@
  * commit, is the only thing concurrent leases and records of one operation wait for (the lease
  * rows it drops are used up: no other statement changes them).
  * Cost: one statement: an insert per event, a primary-key range of the operation's lease rows (a
- * handful), one primary-key update. Before it, these were three or four round trips per batch,
- * which on a busy machine cost more than the batch's rows (README, "Performance").
+ * handful), one primary-key update: one round trip where three or four would cost a busy
+ * machine more than the batch's rows.
  */
 import type { OperationRecord, OperationState } from '../../domain/operation.ts';
 import type { Queryable } from '../db/db.ts';

@@ -1,6 +1,6 @@
 /**
  * A lease and a record in one round trip: the usual case of each, run as a server-side call
- * (`opspad_lease_step`, `opspad_record_step`, drizzle/0008_step_functions.sql) that commits
+ * (`opspad_lease_step`, `opspad_record_step`, each in its file under sql/) that commits
  * where it runs. The general transactions (operation-lease.ts, operation-record.ts) take five
  * round trips each (begin, lock, statement, tail, commit) and hold the operation row's lock
  * across them; a call holds it only while the server runs it.
@@ -9,30 +9,28 @@
  * item rows (SKIP LOCKED for a lease) and the lease rows → the event, the spent lease rows and
  * the operation row's update, last.
  * Cost: O(batch), one round trip; the lease is the general path's statement (opspad_lease_items)
- * and the record writes each item once (opspad_record_owned, both in
- * drizzle/0013_item_written_once.sql), each planned once per connection
- * (drizzle/0012_step_generic_plans.sql; re-planned on every call, those taking the report's
- * arrays had cost a seventh of the call at batch 100).
+ * and the record writes each item once (opspad_record_owned), each planned once per connection
+ * (plan_cache_mode: re-planned on every call, those taking the report's arrays would spend a
+ * good part of the call in the planner).
  *
  * Each returns null, having changed nothing, when the case is not the usual one (not active, an
  * expired lease to reclaim, a lease to renew, pending items not found from the cursor, a circuit
  * breaker, an id that was not a pending item of the caller's own lease, a deadlock): the caller
- * then runs the general
- * transaction, which decides it exactly as before. A lease that finds nothing because no item is
- * pending at all answers "no batch" itself (drizzle/0010_empty_lease_step.sql). A worker going on
- * with its lane records and leases its next batch in one call (recordLeaseStep,
- * drizzle/0011_record_lease_step.sql).
+ * then runs the general transaction, which decides it. A lease that finds nothing because no item
+ * is pending at all answers "no batch" itself. A worker going on with its lane records and
+ * leases its next batch in one call (recordLeaseStep, opspad_record_lease_step).
  */
 import type { OperationCounts, OperationRecord } from '../../domain/operation.ts';
 import { countsOf } from '../../domain/operation.ts';
 import type { Queryable } from '../db/db.ts';
+import { isRetryableConflict, NOT_ALL_RECORDABLE, sqlStateOf } from '../db/pg-errors.ts';
 import { prepared } from '../db/prepared.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
 
-/** The SQLSTATE opspad_record_step raises when an id of the report was not recordable. */
-const NOT_ALL_RECORDABLE = 'OPS01';
-/** Deadlock and serialization failures: the general path retries them. */
-const TRY_THE_GENERAL_PATH = new Set([NOT_ALL_RECORDABLE, '40P01', '40001']);
+/** An id the step could not record, or a conflict (which the general path retries). */
+function tryTheGeneralPath(error: unknown): boolean {
+  return sqlStateOf(error) === NOT_ALL_RECORDABLE || isRetryableConflict(error);
+}
 
 type StepRow = OperationRecord & { in_flight: number };
 
@@ -115,7 +113,7 @@ export async function recordStep(
 export type NextLease = { kind: 'leased'; batch: string[] } | { kind: 'none' } | { kind: 'declined' };
 
 /**
- * One call, one commit (drizzle/0011_record_lease_step.sql): records the report as
+ * One call, one commit (opspad_record_lease_step): records the report as
  * {@link recordStep} does, then leases `owner`'s next batch as {@link leaseStep} does, and updates
  * the operation row once. Null, having changed nothing, when the record is not the usual case.
  */
@@ -148,13 +146,12 @@ export async function recordLeaseStep(
   return { operation, counts: countsOf(operation, in_flight), next };
 }
 
-/** Runs the call; null when it refused the case (see TRY_THE_GENERAL_PATH). */
+/** Runs the call; null when it refused the case (see tryTheGeneralPath). */
 async function callStep<R extends object>(db: Queryable, sql: string, params: unknown[]): Promise<R[] | null> {
   try {
     return await db.query<R>(sql, params);
   } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    if (typeof code === 'string' && TRY_THE_GENERAL_PATH.has(code)) {
+    if (tryTheGeneralPath(error)) {
       return null;
     }
     throw error;

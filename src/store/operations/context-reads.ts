@@ -54,7 +54,7 @@ const contextInputsSql = (pairs: string) => `SELECT r.n, EXISTS (SELECT 1 FROM a
             row_number() OVER (ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id) AS position
      FROM assistant_operation o
      WHERE o.organization_id = r.organization_id AND o.conversation_id = r.conversation_id
-       AND o.status IN ('active', 'paused')
+       AND o.status IN ('active', 'paused', 'awaiting_approval')
      ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id
      LIMIT $3) ops ON true
    ORDER BY r.n, ops.position`;

@@ -19,15 +19,19 @@
  * - operation-retry.ts: `retry_failed`
  * - operation-control.ts: pause, resume, complete, cancel (the lifecycle in domain/operation-lifecycle.ts)
  * - operation-reads.ts, failure-sql.ts: `get`, open operations, an operation's failures
+ * - item-results-sql.ts: the results file, a keyset page of items at a time
  * - context-reads.ts: what the context fragment reads each turn, in one statement
  * - operator-view-repo.ts, organization-operations-repo.ts: reads across conversations
  * - operation-maintenance.ts: the reconciler's and the sweeper's cross-organization work
  * - event-repo.ts: the audit trail
+ * - sql/: the trigger function that deletes a deleted operation's items
  */
 export * from './context-reads.ts';
 export * from './event-repo.ts';
 export { type FailureRow, failuresPage } from './failure-sql.ts';
 export { createOperationFromStream, type ItemSink, RepeatedItemIdError } from './item-copy.ts';
+export { type ItemResultRow, itemResultsPage, type ResultsPage } from './item-results-sql.ts';
+export * from './operation-approval.ts';
 export * from './operation-control.ts';
 export * from './operation-create.ts';
 export * from './operation-maintenance.ts';

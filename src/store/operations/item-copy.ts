@@ -18,6 +18,7 @@
  */
 
 import type { CopyWriter, Database, Transaction } from '../db/db.ts';
+import { isRetryableConflict, isUniqueViolation, UNIQUE_INDEX } from '../db/pg-errors.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
 import {
   analyzeAfterLargeCreate,
@@ -45,14 +46,7 @@ export class RepeatedItemIdError extends Error {
 }
 
 function isRepeatedItem(error: unknown): boolean {
-  const { code, constraint } = (error ?? {}) as { code?: unknown; constraint?: unknown };
-  return code === '23505' && constraint === 'uq_assistant_operation_item_id';
-}
-
-/** A deadlock or serialization failure: the statements may simply run again. */
-function isRetryable(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === '40P01' || code === '40001';
+  return isUniqueViolation(error, UNIQUE_INDEX.itemId);
 }
 
 /** Rows per COPY statement: each runs under a savepoint, so a repeated id costs one segment's replay. */
@@ -261,7 +255,7 @@ export async function createOperationFromStream(
         await tx.query('RELEASE SAVEPOINT create_operation');
         return result;
       } catch (error) {
-        if (attempt >= 3 || !isRetryable(error)) {
+        if (attempt >= 3 || !isRetryableConflict(error)) {
           throw error;
         }
         await tx.query('ROLLBACK TO SAVEPOINT create_operation');

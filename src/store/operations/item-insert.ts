@@ -9,8 +9,8 @@ import { COPY_HEADER, COPY_ITEMS, COPY_TRAILER, ItemRowEncoder } from './item-co
 
 /**
  * Rows per INSERT when COPY is not available (PGlite). PGlite runs in this thread: each INSERT
- * holds the event loop while it runs (10,000 rows took 150 ms on a loaded 2-core machine, a
- * million rows 10 s in one piece), so the chunks are small and the loop gets a turn after each.
+ * holds the event loop while it runs, for a time that grows with its rows, so the chunks are
+ * small and the loop gets a turn after each.
  */
 const INSERT_CHUNK = 2_500;
 

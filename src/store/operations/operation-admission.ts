@@ -11,6 +11,7 @@
 import { AppError } from '../../domain/errors.ts';
 import { NEWER_OPERATION } from '../../domain/paused-by.ts';
 import type { Queryable } from '../db/db.ts';
+import { XACT_LOCK_CLASS } from '../db/lock-keys.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
 import { appendEvent } from './event-repo.ts';
 
@@ -26,7 +27,10 @@ export async function assertBackgroundCapacity(
   if (limit === undefined) {
     return;
   }
-  await tx.query('SELECT pg_advisory_xact_lock(73031, hashtext($1))', [organizationId]);
+  await tx.query('SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))', [
+    XACT_LOCK_CLASS.backgroundAdmission,
+    organizationId,
+  ]);
   const rows = await tx.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM assistant_operation
      WHERE organization_id = $1 AND status = 'active' AND state_json->>'execution' = 'background'`,

@@ -18,6 +18,7 @@ import { prepared } from '../db/prepared.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 import { insertItems } from './item-insert.ts';
 import { assertBackgroundCapacity, pauseActive, pausedByNewerSet } from './operation-admission.ts';
+import { holdForApproval } from './operation-approval.ts';
 import { timeOrderedUuid } from './operation-id.ts';
 import { type QuotaDefaults, reserveQuota } from './operation-quota.ts';
 import { OPERATION_COLUMNS } from './operation-row.ts';
@@ -210,7 +211,12 @@ export async function insertCreatedOperation(
   const created = createdFrom(
     await tx.query<CreatedRow>(CREATE_SQL, createValues(scope, params, items, extraState, !background)),
   );
-  return { ...created, pausedOperationId: pausedOperationId ?? created.pausedOperationId };
+  // Above the organization's threshold, a person approves it first (operation-approval.ts).
+  const held = background ? await holdForApproval(tx, created.operation.id) : null;
+  return {
+    operation: held ?? created.operation,
+    pausedOperationId: pausedOperationId ?? created.pausedOperationId,
+  };
 }
 
 /**
@@ -234,19 +240,15 @@ const ANALYZE_SAMPLE_SQL = `SELECT set_config('default_statistics_target', least
 /**
  * After a create of many items: until the table's statistics count the new operation's rows, the
  * planner takes it for a small one and reads all of its rows for every lease, renewal and record
- * (it walks the `(operation, item)` index for the operation and filters): O(N) per batch, 3.5 s
- * for one lease of a 1,000,000-item operation. The create waits for the refresh, so no worker or
- * assistant gets the operation before the planner knows its size: run in the background, the
- * pass lost the race to the first leases, and a worker went through 1,000,000 items in 20.3 s
- * instead of 13.4 s. A failed pass is not the create's failure (autovacuum's analyze comes round
- * later).
+ * (it walks the `(operation, item)` index for the operation and filters): O(N) per batch. The
+ * create waits for the refresh, so no worker or assistant gets the operation before the planner
+ * knows its size (run in the background, the pass lost the race to the first leases). A failed
+ * pass is not the create's failure (autovacuum's analyze comes round later).
  *
- * The pass reads a sample sized to the create (ANALYZE_SAMPLE_SQL: 3,000 rows for a million ids
- * in a table of millions, at most the server's default, 30,000). Its cost is the sample's pages,
- * read at random from a table that grows with every operation kept: 30,000 rows took 0.17 s at
- * 18,000,000 rows and 1.1–1.2 s at 40,000,000, 3,000 rows 0.10 s there. Every column is
- * refreshed: with `operation_id` alone, a lease right after a create of 1,000,000 read 234 pages
- * per item (test/integration/scale.test.ts).
+ * The pass reads a sample sized to the create (ANALYZE_SAMPLE_SQL), at most the server's default.
+ * Cost: the sample's pages, read at random from a table that grows with every operation kept, so
+ * a smaller sample for a smaller create. Every column is refreshed: with `operation_id` alone, a
+ * lease right after a large create still read many pages per item (test/integration/scale.test.ts).
  */
 export async function analyzeAfterLargeCreate(db: Database, items: number): Promise<void> {
   if (items < ANALYZE_AFTER_ITEMS || db.engine !== 'postgres') {

@@ -106,7 +106,7 @@ export async function countOpenOperations(tx: Queryable, organizationId: string,
   const rows = await tx.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM (
        SELECT 1 FROM assistant_operation
-       WHERE organization_id = $1 AND status IN ('active', 'paused')
+       WHERE organization_id = $1 AND status IN ('active', 'paused', 'awaiting_approval')
        LIMIT $2
      ) open`,
     [organizationId, limit],

@@ -71,7 +71,7 @@ export async function listOpenOperations(
   const operations = await db.query<ListedOperation & { in_flight_count: number }>(
     `SELECT ${LISTED_COLUMNS('o.')}, ${IN_FLIGHT_COLUMN}
      FROM assistant_operation o
-     WHERE organization_id = $1 AND conversation_id = $2 AND status IN ('active', 'paused')
+     WHERE organization_id = $1 AND conversation_id = $2 AND status IN ('active', 'paused', 'awaiting_approval')
      ORDER BY (status = 'active') DESC, updated_at DESC, id
      LIMIT $3`,
     [scope.organizationId, scope.conversationId, limit],
@@ -91,7 +91,7 @@ export async function openOperationsTotal(
   }
   const rows = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM assistant_operation
-     WHERE organization_id = $1 AND conversation_id = $2 AND status IN ('active', 'paused')`,
+     WHERE organization_id = $1 AND conversation_id = $2 AND status IN ('active', 'paused', 'awaiting_approval')`,
     [scope.organizationId, scope.conversationId],
   );
   return rows[0]?.n ?? 0;

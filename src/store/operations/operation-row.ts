@@ -51,9 +51,8 @@ export function operationNotFound(operationId: string): AppError {
  * operation's lanes run side by side under it, while a state change still waits for all of them
  * and they for it. Their own updates of the row (counters, cursor) take the row's update lock only
  * for the few statements before commit, and every one is written to commute (`count + n`,
- * GREATEST for the cursor). Before this, the lanes of an operation took turns on an exclusive
- * lock for their whole transaction: 4 lanes ran one at a time, and at batch 1,000 most of a
- * lease's or record's time was the wait for that lock (README, "Performance").
+ * GREATEST for the cursor). Under an exclusive lock held for the whole transaction, the lanes
+ * of an operation would take turns, and a lease's or record's time would be the wait for it.
  */
 const LOCK_OPERATION_SQL = {
   exclusive: prepared(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation

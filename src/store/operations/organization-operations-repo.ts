@@ -27,7 +27,7 @@ export async function listOpenOperationsInOrganization(
   organizationId: string,
   { exceptConversationId, limit }: { exceptConversationId?: string; limit: number },
 ): Promise<OrganizationOpenOperations> {
-  const where = `c.organization_id = $1 AND o.organization_id = $1 AND o.status IN ('active', 'paused')
+  const where = `c.organization_id = $1 AND o.organization_id = $1 AND o.status IN ('active', 'paused', 'awaiting_approval')
     AND ($2::uuid IS NULL OR o.conversation_id <> $2::uuid)`;
   const params = [organizationId, exceptConversationId ?? null];
   const operations = await db.query<ListedOperation & { in_flight_count: number }>(

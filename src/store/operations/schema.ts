@@ -22,7 +22,7 @@ import {
 } from 'drizzle-orm/pg-core';
 import { belongsToConversation, conversationColumns, organization } from '../tenants/schema.ts';
 
-export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled'] as const;
+export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled', 'awaiting_approval'] as const;
 
 export const assistantOperation = pgTable(
   'assistant_operation',
@@ -48,8 +48,13 @@ export const assistantOperation = pgTable(
       .where(sql`status = 'active'`),
     // An organization's open operations, counted up to its quota (operation-quota.ts): the count
     // reads at most that many entries of this index, whatever the organization has finished.
-    index('idx_assistant_operation_org_open').on(t.organizationId).where(sql`status IN ('active', 'paused')`),
-    check('ck_assistant_operation_status', sql`status IN ('active', 'paused', 'completed', 'cancelled')`),
+    index('idx_assistant_operation_org_open')
+      .on(t.organizationId)
+      .where(sql`status IN ('active', 'paused', 'awaiting_approval')`),
+    check(
+      'ck_assistant_operation_status',
+      sql`status IN ('active', 'paused', 'completed', 'cancelled', 'awaiting_approval')`,
+    ),
     // Retention (src/store/retention/retention-sql.ts): finished operations whose item rows, or whose batch
     // events, are still there, by finish time. Each holds only the operations retention has yet
     // to visit, so finding the next ones costs O(found), however many operations are kept.
@@ -66,9 +71,9 @@ export const ITEM_STATUSES = ['pending', 'leased', 'completed', 'failed', 'aband
 
 /**
  * No foreign key to assistant_operation on purpose: Postgres checks a foreign key row by row, and
- * that check tripled the cost of inserting a million items (8 s instead of 2.3 s). Rows are only
- * ever inserted with the id of the operation created in the same transaction, and the cascade on
- * delete is a statement-level trigger (drizzle/0001_item_cascade.sql).
+ * that check made bulk inserts of items several times slower. Rows are only ever inserted with
+ * the id of the operation created in the same transaction, and the cascade on delete is a
+ * statement-level trigger (opspad_delete_operation_items, operations/sql/).
  */
 export const assistantOperationItem = pgTable(
   'assistant_operation_item',
@@ -76,7 +81,7 @@ export const assistantOperationItem = pgTable(
     operationId: uuid('operation_id').notNull(),
     /** Position in the operation's item list, from 0: the cursor and batches follow it. */
     ordinal: integer('ordinal').notNull(),
-    /** COLLATE "C" (drizzle/0014_item_id_bytewise.sql): ids are only ever compared for equality. */
+    /** COLLATE "C": ids are only ever compared for equality, so bytewise is exact and cheapest. */
     itemId: varchar('item_id', { length: 512 }).notNull(),
     status: varchar('status', { length: 16 }).notNull().default('pending'),
     /** Leases of this item that have ended (recorded, released or expired): a live lease is not counted yet. */
@@ -91,7 +96,7 @@ export const assistantOperationItem = pgTable(
     uniqueIndex('uq_assistant_operation_item_id').on(t.operationId, t.itemId),
     // A lease lives only in assistant_operation_lease: a leased item stays 'pending' (its status
     // reads 'leased' where it is shown) and its row is written once per lease cycle, when it is
-    // recorded (drizzle/0013_item_written_once.sql). No index names status, not even in a
+    // recorded. No index names status, not even in a
     // predicate: then that write is a HOT update (no new index entries, the dead version pruned
     // in the page without vacuum), for which the table's fillfactor (45) keeps room in each page.
     // The failure page of `get` and `retry_failed` read only failed rows; only a failure sets

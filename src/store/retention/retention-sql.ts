@@ -6,7 +6,7 @@
  * after the operation's progress, an id after a table's watermark — so it costs O(limit)
  * whatever the table holds, and never walks the index entries of rows deleted before (they stay
  * until vacuum). Finding what is due reads partial indexes that hold only what retention has
- * yet to visit (drizzle/0005_retention.sql). `test/integration/retention-plans.test.ts` checks the
+ * yet to visit (retention/schema.ts). `test/integration/retention-plans.test.ts` checks the
  * plans and their buffer counts.
  *
  * Scope: retention is global (all organizations), and so is every statement here; each is keyed

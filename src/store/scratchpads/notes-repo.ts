@@ -24,6 +24,7 @@
 import { AppError } from '../../domain/errors.ts';
 import { type NotesBounds, type NotesPage, pageOfNoteSizes, tooManyNotes } from '../../domain/notes-input.ts';
 import type { Database, Queryable } from '../db/db.ts';
+import { XACT_LOCK_CLASS } from '../db/lock-keys.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 
 export type ExecutionStatus = 'running' | 'ended';
@@ -53,11 +54,6 @@ export interface NotesScope extends ConversationScope {
 
 /** OPSPAD_MAX_RUNNING_EXECUTIONS's default. */
 export const DEFAULT_MAX_RUNNING_EXECUTIONS = 100;
-
-/** Advisory-lock namespace of "the persistent notes of conversation <hashtext(organization:id)>". */
-const PERSISTENT_NOTES_LOCK = 0x6e6f7465;
-/** Advisory-lock namespace of "the conversation's own notes of <hashtext(organization:id)>". */
-const CONVERSATION_NOTES_LOCK = 0x6e6f7466;
 
 const EXECUTION_COLUMNS = 'id, conversation_id, organization_id, status, created_at, ended_at';
 
@@ -217,12 +213,12 @@ async function openScope(
 ) {
   await ensureConversation(tx, scope, { lock: false });
   if (addsPersistent) {
-    await lockScope(tx, PERSISTENT_NOTES_LOCK, scope);
+    await lockScope(tx, XACT_LOCK_CLASS.persistentNotes, scope);
   }
   if (scope.executionId !== undefined) {
     await lockRunningExecution(tx, scope, scope.executionId);
   } else if (writes) {
-    await lockScope(tx, CONVERSATION_NOTES_LOCK, scope);
+    await lockScope(tx, XACT_LOCK_CLASS.conversationNotes, scope);
   }
 }
 

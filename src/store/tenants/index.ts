@@ -8,6 +8,7 @@
  * Lock order: the conversation row comes first in every transaction that takes it (creates,
  * resumes, retries and pad writes queue on it); key and secret writes lock only their own rows.
  */
+export * from './approval-policy.ts';
 export * from './conversation-repo.ts';
 export * from './organization-repo.ts';
 export * from './webhook-secret-repo.ts';

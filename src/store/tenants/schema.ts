@@ -6,6 +6,7 @@ import { sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import {
   bigint,
+  check,
   foreignKey,
   index,
   integer,
@@ -17,11 +18,17 @@ import {
   uuid,
 } from 'drizzle-orm/pg-core';
 
-export const organization = pgTable('organization', {
-  id: uuid('id').primaryKey().defaultRandom(),
-  name: text('name').notNull().unique(),
-  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
-});
+export const organization = pgTable(
+  'organization',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    name: text('name').notNull().unique(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    /** Background operations of more items than this wait for a person's approval; null: none wait. */
+    approveAbove: integer('approve_above'),
+  },
+  () => [check('ck_organization_approve_above', sql`approve_above IS NULL OR approve_above >= 0`)],
+);
 
 /** Only a SHA-256 of each key is stored; the key itself is shown once, when created. */
 export const apiKey = pgTable(

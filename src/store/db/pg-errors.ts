@@ -1,0 +1,49 @@
+/**
+ * Postgres error identities opspad acts on, recognised in one place: a driver error (pg or
+ * PGlite) carries the SQLSTATE in `code` and, for a constraint, its name in `constraint` (PGlite
+ * and some poolers only in the message).
+ */
+
+/** SQLSTATE of a unique index refusing a row. */
+export const UNIQUE_VIOLATION = '23505';
+/** SQLSTATE of a deadlock Postgres broke by failing one transaction. */
+export const DEADLOCK_DETECTED = '40P01';
+/** SQLSTATE of a serializable transaction that lost to a concurrent one. */
+export const SERIALIZATION_FAILURE = '40001';
+/** Raised by the record step functions when an id of the report was not recordable. */
+export const NOT_ALL_RECORDABLE = 'OPS01';
+
+/** The unique indexes whose refusals mean something to the caller. */
+export const UNIQUE_INDEX = {
+  /** An item id repeated within one operation. */
+  itemId: 'uq_assistant_operation_item_id',
+  /** A second active operation in one conversation. */
+  oneActiveOperation: 'uq_assistant_operation_one_active',
+} as const;
+
+function fieldsOf(error: unknown): { code?: unknown; constraint?: unknown; message?: unknown } {
+  return (error ?? {}) as { code?: unknown; constraint?: unknown; message?: unknown };
+}
+
+/** Whether `error` is the unique index `index` refusing a row. */
+export function isUniqueViolation(error: unknown, index: (typeof UNIQUE_INDEX)[keyof typeof UNIQUE_INDEX]): boolean {
+  const { code, constraint, message } = fieldsOf(error);
+  return code === UNIQUE_VIOLATION && (constraint === index || String(message).includes(index));
+}
+
+/** Whether `error` is a deadlock Postgres broke. */
+export function isDeadlock(error: unknown): boolean {
+  return fieldsOf(error).code === DEADLOCK_DETECTED;
+}
+
+/** A deadlock or serialization failure: the transaction may simply run again. */
+export function isRetryableConflict(error: unknown): boolean {
+  const { code } = fieldsOf(error);
+  return code === DEADLOCK_DETECTED || code === SERIALIZATION_FAILURE;
+}
+
+/** The SQLSTATE of a driver error, when it has one. */
+export function sqlStateOf(error: unknown): string | undefined {
+  const { code } = fieldsOf(error);
+  return typeof code === 'string' ? code : undefined;
+}

@@ -1,0 +1,74 @@
+/**
+ * The server-side SQL functions, each in one file under the store folder that owns it
+ * (src/store/<folder>/sql/<name>.sql, copied to dist/ by the build): the file holds the
+ * function's current definition, in the form `pg_get_functiondef` prints it, after a comment
+ * saying what it does. The migrations keep their history; the migrator's last step applies the
+ * files (functionsToApply), so a freshly migrated database runs exactly what the files say, and a
+ * test holds the two together.
+ *
+ * A change of a function's arguments or result type cannot be a CREATE OR REPLACE: a migration
+ * drops the old function first, and its file holds the new one.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The store folders that hold functions. */
+const FUNCTION_FOLDERS = ['operations', 'leases'] as const;
+
+export interface SqlFunctionFile {
+  /** The function's name, the file's name without `.sql`. */
+  name: string;
+  /** The file's path, for messages. */
+  path: string;
+  /** The whole file: the comment, then the CREATE OR REPLACE FUNCTION statement. */
+  text: string;
+}
+
+/** Every function file of the store, by name. */
+export function sqlFunctionFiles(): SqlFunctionFile[] {
+  const files: SqlFunctionFile[] = [];
+  for (const folder of FUNCTION_FOLDERS) {
+    const dir = fileURLToPath(new URL(`../${folder}/sql/`, import.meta.url));
+    for (const entry of readdirSync(dir).filter((name) => name.endsWith('.sql'))) {
+      const path = join(dir, entry);
+      files.push({ name: entry.slice(0, -'.sql'.length), path, text: readFileSync(path, 'utf8') });
+    }
+  }
+  return files.sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/**
+ * A definition as compared: the statement without the file's leading comment lines, without a
+ * final semicolon, the function's name unqualified (`pg_get_functiondef` qualifies it with its
+ * schema), and every run of whitespace one space.
+ */
+export function normalizeFunctionDef(text: string): string {
+  const lines = text.split('\n');
+  const start = lines.findIndex((line) => !line.startsWith('--') && line.trim() !== '');
+  return lines
+    .slice(start)
+    .join('\n')
+    .trim()
+    .replace(/;$/, '')
+    .replace(/^CREATE OR REPLACE FUNCTION [a-z_]+\./, 'CREATE OR REPLACE FUNCTION ')
+    .replace(/\s+/g, ' ');
+}
+
+/** The statement listing the database's opspad functions with their definitions. */
+export const LIST_FUNCTIONS_SQL = `SELECT p.proname AS name, pg_get_functiondef(p.oid) AS definition
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+  WHERE n.nspname = current_schema() AND p.proname LIKE 'opspad\\_%'
+  ORDER BY p.proname`;
+
+/**
+ * The files whose definition differs from the database's (or that it lacks): replacing only
+ * those leaves the plans cached by running sessions alone when nothing changed.
+ */
+export function functionsToApply(
+  current: readonly { name: string; definition: string }[],
+  files: readonly SqlFunctionFile[] = sqlFunctionFiles(),
+): SqlFunctionFile[] {
+  const have = new Map(current.map((row) => [row.name, normalizeFunctionDef(row.definition)]));
+  return files.filter((file) => have.get(file.name) !== normalizeFunctionDef(file.text));
+}

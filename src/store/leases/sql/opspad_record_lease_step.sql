@@ -1,0 +1,89 @@
+-- A worker's record and its lane's next lease in one call: records as opspad_record_step does,
+-- leases as opspad_lease_step does, updates the operation row once (counters and cursor) and
+-- commits once. Declines (no row, nothing changed) exactly when opspad_record_step would. When
+-- the record goes through but the lease is not the usual case, the record stands and `lease` says
+-- 'declined' (the caller leases on its own); 'none': no item is pending at all (the cursor moves
+-- to the end); 'leased' comes with the batch's ids.
+-- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and their owners' lease
+-- rows → the next batch's item rows (SKIP LOCKED) and the owner's lease row → the events, the
+-- spent lease rows and the operation row's update, last.
+CREATE OR REPLACE FUNCTION opspad_record_lease_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limit integer, p_epoch integer)
+ RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer, item_ids text[], lease text)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  op "assistant_operation"%ROWTYPE;
+  done_completed integer;
+  done_failed integer;
+  taken_ordinals integer[];
+  taken_ids text[];
+  in_flight_now integer;
+  lease_state text := 'declined';
+  new_cursor integer;
+BEGIN
+  SELECT * INTO op FROM "assistant_operation" o
+  WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
+  FOR KEY SHARE;
+  IF NOT FOUND OR coalesce(cardinality(p_ids), 0) = 0 OR op.status NOT IN ('active', 'paused')
+     OR coalesce((op.state_json->>'max_failure_rate')::double precision, 0) > 0 THEN
+    RETURN;
+  END IF;
+  SELECT r.done_completed, r.done_failed INTO done_completed, done_failed
+  FROM opspad_record_owned(p_operation, p_owner, p_ids, p_reasons) r;
+  INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
+  VALUES (p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
+    'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
+  DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
+
+  -- The lease, on opspad_lease_step's conditions; the owner's own lease row, spent by the
+  -- record, is gone by now.
+  IF op.status = 'active'
+     AND (p_epoch IS NULL OR op.state_json->'dispatch_epoch' IS NOT DISTINCT FROM to_jsonb(p_epoch))
+     AND NOT EXISTS (SELECT 1 FROM "assistant_operation_lease" l
+                     WHERE l.operation_id = p_operation
+                       AND (l.owner = p_owner OR (l.remaining > 0 AND l.expires_at < now()))) THEN
+    SELECT array_agg(t.leased_ordinal ORDER BY t.leased_ordinal), array_agg(t.leased_item_id ORDER BY t.leased_ordinal)
+    INTO taken_ordinals, taken_ids
+    FROM opspad_lease_items(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
+                            coalesce(p_limit, (op.state_json->>'batch_size')::integer), true) t;
+    IF taken_ordinals IS NOT NULL THEN
+      lease_state := 'leased';
+      new_cursor := taken_ordinals[cardinality(taken_ordinals)] + 1;
+      INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
+      VALUES (p_operation, p_organization, 'batch_leased', p_owner, jsonb_build_object(
+        'count', cardinality(taken_ordinals), 'first_ordinal', taken_ordinals[1],
+        'last_ordinal', taken_ordinals[cardinality(taken_ordinals)]));
+    ELSE
+      -- Nothing from the cursor: "no batch" only when no item is pending at all, with this
+      -- call's own record added to the row's counters.
+      SELECT coalesce(sum(l.remaining), 0)::integer INTO in_flight_now
+      FROM "assistant_operation_lease" l WHERE l.operation_id = p_operation AND l.remaining > 0;
+      IF op.total_items - op.completed_count - done_completed - op.failed_count - done_failed
+         - coalesce((op.state_json->>'abandoned_count')::integer, 0) - in_flight_now <= 0 THEN
+        lease_state := 'none';
+        new_cursor := op.total_items;
+      END IF;
+    END IF;
+  END IF;
+
+  -- Last: concurrent calls wait for each other only on this update; the counters commute and
+  -- the cursor only moves forward.
+  RETURN QUERY
+  WITH moved AS (
+    UPDATE "assistant_operation" o
+    SET completed_count = o.completed_count + done_completed, failed_count = o.failed_count + done_failed,
+        state_json = CASE WHEN new_cursor IS NULL OR (o.state_json->>'cursor')::integer >= new_cursor THEN o.state_json
+                          ELSE jsonb_set(o.state_json, '{cursor}', to_jsonb(new_cursor)) END,
+        updated_at = now()
+    WHERE o.id = p_operation
+    RETURNING o.*)
+  SELECT m.id, m.conversation_id, m.organization_id, m.operation_type, m.status, m.total_items,
+         m.completed_count, m.failed_count, m.state_json, m.created_at, m.updated_at,
+         (SELECT coalesce(sum(l.remaining), 0)::integer FROM "assistant_operation_lease" l
+          WHERE l.operation_id = p_operation AND l.remaining > 0),
+         coalesce(taken_ids, ARRAY[]::text[]), lease_state
+  FROM moved m;
+END
+$function$;

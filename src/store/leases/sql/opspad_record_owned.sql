@@ -1,0 +1,48 @@
+-- The record of a report by the owner of its items' lease, shared by the step functions: every
+-- id must be a pending item of the caller's lease row, or nothing is recorded (SQLSTATE OPS01,
+-- which rolls back what it had written; the general path, item-sql.ts, then decides id by id).
+-- The update finds the rows through the unique (operation, item) index; whether they are the
+-- caller's is checked after, against its lease row's ordinals hashed once, not per row.
+-- p_reasons null: every id completed; otherwise one entry per id, null for a completion.
+-- Lock order: the report's item rows, then the caller's lease row.
+CREATE OR REPLACE FUNCTION opspad_record_owned(p_operation uuid, p_owner text, p_ids text[], p_reasons text[], OUT done_completed integer, OUT done_failed integer)
+ RETURNS record
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+DECLARE
+  owned integer[];
+  recorded_ordinals integer[];
+BEGIN
+  SELECT l.ordinals INTO owned FROM "assistant_operation_lease" l
+  WHERE l.operation_id = p_operation AND l.owner = p_owner;
+  IF p_reasons IS NULL THEN
+    -- Completions only: no indexed column changes, so the update is HOT.
+    WITH recorded AS (
+      UPDATE "assistant_operation_item" AS i
+      SET status = 'completed', attempts = i.attempts + 1, reason = NULL, updated_at = now()
+      WHERE i.operation_id = p_operation AND i.item_id = ANY(p_ids) AND i.status = 'pending'
+      RETURNING i.ordinal)
+    SELECT array_agg(r.ordinal), count(*)::integer, 0 INTO recorded_ordinals, done_completed, done_failed
+    FROM recorded r;
+  ELSE
+    WITH recorded AS (
+      UPDATE "assistant_operation_item" AS i
+      SET status = CASE WHEN f.reason IS NULL THEN 'completed' ELSE 'failed' END,
+          reason = f.reason, attempts = i.attempts + 1, updated_at = now()
+      FROM unnest(p_ids, p_reasons) AS f(item_id, reason)
+      WHERE i.operation_id = p_operation AND i.item_id = ANY(p_ids) AND i.item_id = f.item_id
+        AND i.status = 'pending'
+      RETURNING i.ordinal, i.status)
+    SELECT array_agg(r.ordinal), count(*) FILTER (WHERE r.status = 'completed')::integer,
+           count(*) FILTER (WHERE r.status = 'failed')::integer
+    INTO recorded_ordinals, done_completed, done_failed FROM recorded r;
+  END IF;
+  IF done_completed + done_failed < cardinality(p_ids)
+     OR EXISTS (SELECT 1 FROM unnest(recorded_ordinals) AS r(o) WHERE r.o NOT IN (SELECT unnest(owned))) THEN
+    RAISE EXCEPTION 'not every id of the report was recordable' USING ERRCODE = 'OPS01';
+  END IF;
+  UPDATE "assistant_operation_lease" SET remaining = remaining - (done_completed + done_failed)
+  WHERE operation_id = p_operation AND owner = p_owner;
+END
+$function$;

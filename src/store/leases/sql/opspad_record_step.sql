@@ -1,0 +1,47 @@
+-- A record in one round trip: the usual case of the general record transaction
+-- (operation-record.ts), run where the data is. Goes ahead only for the caller's own leased
+-- items of an operation that is active; raises SQLSTATE OPS01 when a report's ids were not all
+-- recordable (rolling back what it wrote; the general path then decides id by id) and returns no
+-- row when the case is not the usual one. p_reasons null: every id completed; otherwise one entry
+-- per id, null for a completion, the reason for a failure.
+-- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and the owner's lease
+-- row → the events, the spent lease rows and the operation row's update, last.
+CREATE OR REPLACE FUNCTION opspad_record_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[])
+ RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer)
+ LANGUAGE plpgsql
+ SET plan_cache_mode TO 'force_generic_plan'
+AS $function$
+#variable_conflict use_column
+DECLARE
+  op "assistant_operation"%ROWTYPE;
+  done_completed integer;
+  done_failed integer;
+BEGIN
+  SELECT * INTO op FROM "assistant_operation" o
+  WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
+  FOR KEY SHARE;
+  IF NOT FOUND OR coalesce(cardinality(p_ids), 0) = 0 OR op.status NOT IN ('active', 'paused')
+     OR coalesce((op.state_json->>'max_failure_rate')::double precision, 0) > 0 THEN
+    RETURN;
+  END IF;
+  SELECT r.done_completed, r.done_failed INTO done_completed, done_failed
+  FROM opspad_record_owned(p_operation, p_owner, p_ids, p_reasons) r;
+  INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
+  VALUES (p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
+    'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
+  DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
+  -- Last: concurrent records wait for each other only on this update; the counters commute.
+  RETURN QUERY
+  WITH counted AS (
+    UPDATE "assistant_operation" o
+    SET completed_count = o.completed_count + done_completed, failed_count = o.failed_count + done_failed,
+        updated_at = now()
+    WHERE o.id = p_operation
+    RETURNING o.*)
+  SELECT c.id, c.conversation_id, c.organization_id, c.operation_type, c.status, c.total_items,
+         c.completed_count, c.failed_count, c.state_json, c.created_at, c.updated_at,
+         (SELECT coalesce(sum(l.remaining), 0)::integer FROM "assistant_operation_lease" l
+          WHERE l.operation_id = p_operation AND l.remaining > 0)
+  FROM counted c;
+END
+$function$;

@@ -1,0 +1,99 @@
+/**
+ * Each server-side function has one home, its file under src/store/<folder>/sql/: a freshly
+ * migrated database, on Postgres and on PGlite, holds exactly the files' functions with exactly
+ * their definitions (`pg_get_functiondef`, whitespace aside), and a migration run puts back a
+ * function that differs from its file.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  functionsToApply,
+  LIST_FUNCTIONS_SQL,
+  normalizeFunctionDef,
+  sqlFunctionFiles,
+} from '../../src/store/db/sql-functions.ts';
+import { createPgliteDatabase, createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
+import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
+
+interface FunctionRow {
+  name: string;
+  definition: string;
+}
+
+function expectFilesMatch(rows: readonly FunctionRow[]): void {
+  const files = sqlFunctionFiles();
+  expect(rows.map((row) => row.name)).toEqual(files.map((file) => file.name));
+  for (const file of files) {
+    const row = rows.find((candidate) => candidate.name === file.name) as FunctionRow;
+    expect(normalizeFunctionDef(row.definition), file.path).toBe(normalizeFunctionDef(file.text));
+  }
+  expect(functionsToApply(rows)).toEqual([]);
+}
+
+describe('the function files', () => {
+  it('are six, each a CREATE OR REPLACE of the function its file is named for', () => {
+    const files = sqlFunctionFiles();
+    expect(files.map((file) => file.name)).toEqual([
+      'opspad_delete_operation_items',
+      'opspad_lease_items',
+      'opspad_lease_step',
+      'opspad_record_lease_step',
+      'opspad_record_owned',
+      'opspad_record_step',
+    ]);
+    for (const file of files) {
+      expect(normalizeFunctionDef(file.text).startsWith(`CREATE OR REPLACE FUNCTION ${file.name}(`), file.path).toBe(
+        true,
+      );
+    }
+  });
+});
+
+describe('a freshly migrated Postgres database', () => {
+  let database: PrivateDatabase;
+  let client: pg.Client;
+
+  beforeAll(async () => {
+    database = await privatePostgresDatabase('functions');
+    client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+  });
+
+  afterAll(async () => {
+    await client?.end();
+    await database?.drop();
+  });
+
+  it('holds exactly the files’ functions', async () => {
+    const { rows } = await client.query<FunctionRow>(LIST_FUNCTIONS_SQL);
+    expectFilesMatch(rows);
+  });
+
+  it('gets a function back from its file when it differs or is missing', async () => {
+    await client.query('DROP FUNCTION opspad_record_step(uuid, uuid, uuid, text, text[], text[])');
+    await client.query(
+      `CREATE OR REPLACE FUNCTION opspad_delete_operation_items() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$`,
+    );
+    const db = createPostgresDatabase({ connectionString: database.url, poolSize: 1 });
+    try {
+      await runMigrations(db);
+    } finally {
+      await db.close();
+    }
+    const { rows } = await client.query<FunctionRow>(LIST_FUNCTIONS_SQL);
+    expectFilesMatch(rows);
+  });
+});
+
+describe('a freshly migrated PGlite database', () => {
+  it('holds exactly the files’ functions', async () => {
+    const db = await createPgliteDatabase();
+    try {
+      await runMigrations(db);
+      const { rows } = await db.pglite.query<FunctionRow>(LIST_FUNCTIONS_SQL);
+      expectFilesMatch(rows);
+    } finally {
+      await db.close();
+    }
+  });
+});
