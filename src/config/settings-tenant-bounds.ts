@@ -33,7 +33,7 @@ export const TENANT_BOUND_SETTINGS = {
   }),
   OPSPAD_MAX_OPEN_OPERATIONS: positiveInt.default(1000).meta({
     description:
-      'Open (active or paused) operations one organization may have; a create beyond is refused (409). `opspad orgs limits` sets another for one organization.',
+      'Open (active, paused or awaiting approval) operations one organization may have; a create beyond is refused (409). `opspad orgs limits` sets another for one organization.',
     bound: 'open operations per organization',
   }),
 };

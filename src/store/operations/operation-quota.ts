@@ -1,6 +1,6 @@
 /**
  * Each organization's storage quota: the items its operations store and the operations it has
- * open (active or paused). A create or a retry reserves its items before it writes anything, and
+ * open (active, paused or awaiting approval). A create or a retry reserves its items before it writes anything, and
  * retention gives them back once it has deleted an operation's item rows.
  *
  * Table: organization_quota (one row per organization that has stored items or overrides).
@@ -52,7 +52,7 @@ function quotaExceeded(
   const what =
     quota === 'stored_items'
       ? `stores ${used} items, and ${requested} more would pass its quota of ${limit} (${source})`
-      : `has ${used} open operations (active or paused), the most its quota allows (${limit}, ${source})`;
+      : `has ${used} open operations (active, paused or awaiting approval), the most its quota allows (${limit}, ${source})`;
   const remedy =
     quota === 'stored_items'
       ? 'Complete or cancel operations: retention (OPSPAD_RETENTION) then deletes their items and frees the quota'
