@@ -135,25 +135,6 @@ describe.each(ENGINES)('retention of finished operations (%s)', (engine) => {
     await database?.drop();
   });
 
-  it("gives an organization's stored items back to its quota once their rows are deleted", async () => {
-    const own = await harness.newTenant();
-    const mine = helpers(harness, own);
-    const storedItems = async () =>
-      (
-        await harness.db.query<{ n: number }>(
-          'SELECT stored_items::int AS n FROM organization_quota WHERE organization_id = $1',
-          [own.organizationId],
-        )
-      )[0]?.n;
-    const old = await mine.finished(30);
-    await mine.finished(12, {}, 'none');
-    expect(await storedItems()).toBe(42);
-    await mine.backdate(old.operationId);
-    await mine.pass();
-    expect(await mine.itemRows(old.operationId)).toEqual([]);
-    expect(await storedItems()).toBe(12);
-  });
-
   it('deletes an old finished operation’s item rows in steps; its row, counts, first failures and answers stay', async () => {
     // 200 items: 190 completed, 10 failed with two reasons, spread through the operation.
     const failing = Object.fromEntries(
@@ -352,5 +333,24 @@ describe.each(ENGINES)('retention of finished operations (%s)', (engine) => {
     expect(report.pruned.operation_event).toBeGreaterThanOrEqual(1);
     expect(await h.eventKinds(old.operationId)).toEqual(['created', 'completed']);
     expect(await h.eventKinds(recent.operationId)).toEqual(['created', 'batch_recorded', 'completed']);
+  });
+
+  it("gives an organization's stored items back to its quota once their rows are deleted", async () => {
+    const own = await harness.newTenant();
+    const mine = helpers(harness, own);
+    const storedItems = async () =>
+      (
+        await harness.db.query<{ n: number }>(
+          'SELECT stored_items::int AS n FROM organization_quota WHERE organization_id = $1',
+          [own.organizationId],
+        )
+      )[0]?.n;
+    const old = await mine.finished(30);
+    await mine.finished(12, {}, 'none');
+    expect(await storedItems()).toBe(42);
+    await mine.backdate(old.operationId);
+    await mine.pass();
+    expect(await mine.itemRows(old.operationId)).toEqual([]);
+    expect(await storedItems()).toBe(12);
   });
 });
