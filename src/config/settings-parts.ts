@@ -21,6 +21,7 @@ import {
   trustProxy,
   url,
 } from './parsers.ts';
+import { TENANT_BOUND_SETTINGS } from './settings-tenant-bounds.ts';
 
 declare module 'zod' {
   interface GlobalMeta {
@@ -161,6 +162,7 @@ const limitsPart = part({
     description: 'Budget of the recited structured scratchpad in the context fragment, in characters (at least 1000).',
     bound: 'characters of a recited scratchpad',
   }),
+  ...TENANT_BOUND_SETTINGS,
 });
 
 /** The handlers a service knows: the API checks operation types against them, workers run them. */
@@ -321,8 +323,9 @@ const hostedMcpPart = part({
  */
 const signInPart = part({
   OPSPAD_AUTH_FAILURE_LIMIT: perWindow.default({ max: 20, windowMs: 60_000 }).meta({
-    description: 'Failed sign-ins (API keys, operator passwords) per client address; beyond, 429 before any lookup.',
-    bound: 'failed sign-ins per client address',
+    description:
+      'Failed sign-ins (API keys, operator passwords) per client address and per credential; beyond, wrong ones get 429 and right ones still pass.',
+    bound: 'failed sign-ins per client address and per credential',
   }),
   OPSPAD_TRUST_PROXY: trustProxy.optional().meta({
     description: 'Proxies whose X-Forwarded-For names the client: a hop count, or addresses and CIDRs; unset: none.',
