@@ -211,8 +211,11 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
       }
       await router.answered(name, call, answer.body);
       const body = answer.body as { operation_id?: unknown; status?: unknown } | null;
-      const isCreate = name === OPERATION_TOOL && (input as { action?: unknown } | undefined)?.action === 'create';
-      const created = isCreate && typeof body?.operation_id === 'string' ? body.operation_id : undefined;
+      // A create and a retry_failed each make an operation: both may await approval, and both
+      // called as a task answer that operation's task.
+      const action = (input as { action?: unknown } | undefined)?.action;
+      const makes = name === OPERATION_TOOL && (action === 'create' || action === 'retry_failed');
+      const created = makes && typeof body?.operation_id === 'string' ? body.operation_id : undefined;
       if (created && body?.status === 'awaiting_approval' && options.askApproval !== false && canAsk(server)) {
         const op = answer.body as AwaitingOperation;
         if (ask === 'later') {
