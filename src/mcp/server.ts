@@ -46,7 +46,6 @@ import {
   operationAppHtml,
 } from './operation-app.ts';
 import { type ConversationRouter, OPERATION_TOOL } from './session.ts';
-import { TaskAnswers } from './task-answers.ts';
 import { createOperationTaskStore } from './task-store.ts';
 
 export const CONTEXT_TOOL_NAME = WORKING_MEMORY_TOOL_NAME;
@@ -70,11 +69,6 @@ export interface OpspadMcpServerOptions {
   version: string;
   /** Diagnostics (never stdout: it carries the protocol). */
   log?: (message: string) => void;
-  /**
-   * Where the answers of task-augmented calls other than `create` are kept, and this session's
-   * key there (see task-store.ts); a store of the server's own by default.
-   */
-  taskAnswers?: { store: TaskAnswers; sessionKey: string };
   /**
    * Whether to ask the user (elicitation) before an operation above the approval threshold
    * starts; default true. `/mcp` passes false: its per-request servers cannot wait for a reply
@@ -120,12 +114,7 @@ function asTool(definition: ToolDefinition): Tool {
 
 export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
   const { client, router, log } = options;
-  const taskStore = createOperationTaskStore({
-    client,
-    router,
-    answers: options.taskAnswers?.store ?? new TaskAnswers(),
-    sessionKey: options.taskAnswers?.sessionKey ?? router.home,
-  });
+  const taskStore = createOperationTaskStore({ client, router });
   const server = new Server(
     { name: 'opspad', version: options.version },
     {
@@ -243,7 +232,7 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
     const operationTask = created ? await taskStore.operationTask(created, extra.signal) : null;
     // Asked once the task is answered; the answer moves the task on (or leaves it waiting).
     question?.().catch((error: unknown) => log?.(`asking the user failed: ${String(error)}`));
-    return { task: operationTask ?? taskStore.keepAnswer(result) };
+    return { task: operationTask ?? taskStore.answerTask(result) };
   };
 
   server.setRequestHandler(
