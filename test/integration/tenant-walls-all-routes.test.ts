@@ -303,8 +303,10 @@ const OPERATOR_ROUTES = [
   'PUT /admin/approvals/policy/:organization',
   'POST /admin/approvals/:operationId/:decision',
   'GET /metrics',
+  'GET /admin/organizations/:name/limits',
+  'PUT /admin/organizations/:name/limits',
 ];
-const OPERATOR_MOUNTS = ['/admin/approvals', '/admin/operations', '/admin/queues', '/metrics'];
+const OPERATOR_MOUNTS = ['/admin/approvals', '/admin/operations', '/admin/organizations', '/admin/queues', '/metrics'];
 /**
  * MCP over Streamable HTTP and its metadata: their walls (another organization's session or
  * operation answers byte for byte as a random id) are test/integration/mcp-http.test.ts's.
@@ -563,6 +565,7 @@ describe.each(ENGINES)('tenant walls on every route on %s', (engine: Engine) => 
       { method: 'GET', path: '/admin/operations' },
       { method: 'GET', path: `/admin/operations/${w.a.paused}` },
       { method: 'POST', path: `/admin/operations/${w.a.active}/cancel` },
+      { method: 'PUT', path: '/admin/organizations/victim/limits' },
     ];
 
     it('answer 401 without credentials, with an API key as Bearer, and with a wrong password', async () => {

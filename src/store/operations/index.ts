@@ -14,6 +14,7 @@
  *
  * - operation-row.ts: finding, locking (shared or exclusive) and writing the operation row
  * - operation-admission.ts: pausing the active operation, the organization's background limit
+ * - operation-quota.ts: the organization's quota of stored items and open operations
  * - operation-create.ts: `create` (items through item-insert.ts, or streamed: item-copy.ts)
  * - operation-retry.ts: `retry_failed`
  * - operation-control.ts: pause, resume, complete, cancel (the lifecycle in domain/operation-lifecycle.ts)
@@ -36,6 +37,7 @@ export * from './operation-approval.ts';
 export * from './operation-control.ts';
 export * from './operation-create.ts';
 export * from './operation-maintenance.ts';
+export * from './operation-quota.ts';
 export * from './operation-reads.ts';
 export * from './operation-retry.ts';
 export * from './operator-view-repo.ts';

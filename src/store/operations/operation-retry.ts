@@ -18,13 +18,19 @@ import { copyFailedItems } from './failure-sql.ts';
 import { assertBackgroundCapacity, pauseActive } from './operation-admission.ts';
 import { holdForApproval } from './operation-approval.ts';
 import { type CreatedOperation, initialState, insertOperation } from './operation-create.ts';
+import { type QuotaDefaults, reserveQuota } from './operation-quota.ts';
 import { lockOperation, OPERATION_COLUMNS } from './operation-row.ts';
 
 export async function retryFailed(
   db: Database,
   scope: ConversationScope,
   operationId: string,
-  { batchSize, actor, maxActiveBackground }: { batchSize: number | null; actor: string; maxActiveBackground?: number },
+  {
+    batchSize,
+    actor,
+    maxActiveBackground,
+    quota,
+  }: { batchSize: number | null; actor: string; maxActiveBackground?: number; quota?: QuotaDefaults },
 ): Promise<CreatedOperation> {
   return db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
@@ -48,6 +54,7 @@ export async function retryFailed(
         operation_id: source.id,
       });
     }
+    await reserveQuota(tx, scope.organizationId, source.failed_count, quota);
     const pausedOperationId = await pauseActive(tx, scope, actor, 'a retry operation was created');
     if (source.state_json.execution === 'background') {
       await assertBackgroundCapacity(tx, scope.organizationId, maxActiveBackground);

@@ -46,6 +46,11 @@ export const assistantOperation = pgTable(
     uniqueIndex('uq_assistant_operation_one_active')
       .on(t.conversationId, t.organizationId)
       .where(sql`status = 'active'`),
+    // An organization's open operations, counted up to its quota (operation-quota.ts): the count
+    // reads at most that many entries of this index, whatever the organization has finished.
+    index('idx_assistant_operation_org_open')
+      .on(t.organizationId)
+      .where(sql`status IN ('active', 'paused', 'awaiting_approval')`),
     check(
       'ck_assistant_operation_status',
       sql`status IN ('active', 'paused', 'completed', 'cancelled', 'awaiting_approval')`,
