@@ -147,6 +147,7 @@ describe('real requests and answers against the document (postgres)', () => {
     const retried = await client.operations.retryFailed(conversation, { operation_id: id });
     await client.operations.cancel(conversation, { operation_id: retried.operation_id });
     await client.operations.status(id);
+    await client.operations.list(conversation, { limit: 2 });
     await settle(client.operations.status(randomUUID()));
     await client.operations.finished(id);
     await settle(client.tools.call(conversation, 'no_such_tool' as never, {}));

@@ -190,6 +190,7 @@ const ROUTE_ATTACKS: Record<string, (w: World) => Attack[]> = {
     TOOL_NAMES.flatMap((name) => (TOOL_ATTACKS[name] ?? (() => []))(w)),
   'GET /v1/conversations/:conversationId/context': (w) => [conversationAttack('GET', w, '/context')],
   'GET /v1/conversations/:conversationId/context-renders': (w) => [conversationAttack('GET', w, '/context-renders')],
+  'GET /v1/conversations/:conversationId/operations': (w) => [conversationAttack('GET', w, '/operations')],
   'GET /v1/conversations/:conversationId/scratchpad': (w) => [conversationAttack('GET', w, '/scratchpad')],
   'PUT /v1/conversations/:conversationId/scratchpad': (w) => [
     conversationAttack('PUT', w, '/scratchpad', { expected_version: 1, scratchpad: { goals: [{ text: 'mine now' }] } }),

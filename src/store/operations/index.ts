@@ -19,6 +19,7 @@
  * - operation-retry.ts: `retry_failed`
  * - operation-control.ts: pause, resume, complete, cancel (the lifecycle in domain/operation-lifecycle.ts)
  * - operation-reads.ts, failure-sql.ts: `get`, open operations, an operation's failures
+ * - conversation-operations.ts: a conversation's operations, finished ones included, paged
  * - item-results-sql.ts: the results file, a keyset page of items at a time
  * - context-reads.ts: what the context fragment reads each turn, in one statement
  * - operator-view-repo.ts, organization-operations-repo.ts: reads across conversations
@@ -27,6 +28,7 @@
  * - sql/: the trigger function that deletes a deleted operation's items
  */
 export * from './context-reads.ts';
+export * from './conversation-operations.ts';
 export * from './event-repo.ts';
 export { type FailureRow, failuresPage } from './failure-sql.ts';
 export { createOperationFromStream, type ItemSink, RepeatedItemIdError } from './item-copy.ts';
