@@ -92,6 +92,9 @@ export function isFinished(status: OperationStatus): boolean {
   return (FINISHED_STATUSES as readonly OperationStatus[]).includes(status);
 }
 
+/** The statuses of an operation that is not finished, in OPERATION_STATUS's order. */
+export const OPEN_STATUSES: readonly OperationStatus[] = OPERATION_STATUS.filter((status) => !isFinished(status));
+
 export interface OperationCounts {
   total_items: number;
   completed_count: number;

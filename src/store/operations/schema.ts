@@ -20,7 +20,13 @@ import {
   uuid,
   varchar,
 } from 'drizzle-orm/pg-core';
-import { FINISHED_STATUSES, ITEM_STATUS, OPERATION_STATUS, type OperationStatus } from '../../domain/operation.ts';
+import {
+  FINISHED_STATUSES,
+  ITEM_STATUS,
+  OPEN_STATUSES,
+  OPERATION_STATUS,
+  type OperationStatus,
+} from '../../domain/operation.ts';
 import { ITEM_LEASABLE } from '../../domain/operation-lifecycle.ts';
 import { sqlList, sqlLiteral } from '../db/sql-literal.ts';
 import { belongsToConversation, conversationColumns, organization } from '../tenants/schema.ts';
@@ -50,6 +56,11 @@ export const assistantOperation = pgTable(
     index('idx_assistant_operation_org_active').on(t.organizationId, t.status).where(ACTIVE),
     // "One active operation per conversation" is a database fact, not only an application rule.
     uniqueIndex('uq_assistant_operation_one_active').on(t.conversationId, t.organizationId).where(ACTIVE),
+    // An organization's open operations, counted up to its quota (operation-quota.ts): the count
+    // reads at most that many entries of this index, whatever the organization has finished.
+    index('idx_assistant_operation_org_open')
+      .on(t.organizationId)
+      .where(sql.raw(`status IN (${sqlList(OPEN_STATUSES)})`)),
     check('ck_assistant_operation_status', sql.raw(`status IN (${sqlList(OPERATION_STATUS)})`)),
     // Retention (src/store/retention/retention-sql.ts): finished operations whose item rows, or whose batch
     // events, are still there, by finish time. Each holds only the operations retention has yet
