@@ -20,21 +20,16 @@ import {
   uuid,
   varchar,
 } from 'drizzle-orm/pg-core';
-import {
-  FINISHED_STATUSES,
-  ITEM_STATUS,
-  OPEN_STATUSES,
-  OPERATION_STATUS,
-  type OperationStatus,
-} from '../../domain/operation.ts';
+import { ITEM_STATUS, OPERATION_STATUS, type OperationStatus } from '../../domain/operation.ts';
 import { ITEM_LEASABLE } from '../../domain/operation-lifecycle.ts';
 import { sqlList, sqlLiteral } from '../db/sql-literal.ts';
 import { belongsToConversation, conversationColumns, organization } from '../tenants/schema.ts';
+import { FINISHED_STATUSES_SQL, OPEN_STATUSES_SQL } from './status-sql.ts';
 
 // Statuses come from the domain's lists (domain/operation.ts), spelled as the SQL drizzle-kit
 // has always generated, so the constraints and the code cannot disagree.
 const ACTIVE = sql.raw(`status = ${sqlLiteral('active' satisfies OperationStatus)}`);
-const FINISHED = `status IN (${sqlList(FINISHED_STATUSES)})`;
+const FINISHED = `status IN (${FINISHED_STATUSES_SQL})`;
 
 export const assistantOperation = pgTable(
   'assistant_operation',
@@ -60,7 +55,7 @@ export const assistantOperation = pgTable(
     // reads at most that many entries of this index, whatever the organization has finished.
     index('idx_assistant_operation_org_open')
       .on(t.organizationId)
-      .where(sql.raw(`status IN (${sqlList(OPEN_STATUSES)})`)),
+      .where(sql.raw(`status IN (${OPEN_STATUSES_SQL})`)),
     check('ck_assistant_operation_status', sql.raw(`status IN (${sqlList(OPERATION_STATUS)})`)),
     // Retention (src/store/retention/retention-sql.ts): finished operations whose item rows, or whose batch
     // events, are still there, by finish time. Each holds only the operations retention has yet
