@@ -14,6 +14,7 @@
 import { AppError } from '../../domain/errors.ts';
 import type { Database, Queryable } from '../db/db.ts';
 import { organizationByName } from '../tenants/organization-repo.ts';
+import { OPEN_STATUSES_SQL } from './status-sql.ts';
 
 /** The deployment's quotas (OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS). */
 export interface QuotaDefaults {
@@ -106,7 +107,7 @@ export async function countOpenOperations(tx: Queryable, organizationId: string,
   const rows = await tx.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM (
        SELECT 1 FROM assistant_operation
-       WHERE organization_id = $1 AND status IN ('active', 'paused', 'awaiting_approval')
+       WHERE organization_id = $1 AND status IN (${OPEN_STATUSES_SQL})
        LIMIT $2
      ) open`,
     [organizationId, limit],
