@@ -9,6 +9,7 @@
  * (a handler that ignores its signal) can still record the items finished before that, and knows
  * which items were in the handler's hands when it stopped.
  */
+import { getMaxListeners, setMaxListeners } from 'node:events';
 import { HANDLER_DEFAULTS } from './registry.ts';
 import {
   type BatchHandler,
@@ -132,6 +133,12 @@ async function runItems(
 ): Promise<void> {
   const attempts = handler.attempts ?? HANDLER_DEFAULTS.attempts;
   const width = Math.min(handler.itemConcurrency ?? HANDLER_DEFAULTS.itemConcurrency, itemIds.length);
+  // Each item in hand may listen to the batch's signal (its request, its retry's wait): expected
+  // listeners, which Node would otherwise report as a leak past 10.
+  const listeners = 2 * width + 10;
+  if (getMaxListeners(ctx.signal) < listeners) {
+    setMaxListeners(listeners, ctx.signal);
+  }
   let next = 0;
   const lane = async (): Promise<void> => {
     while (next < itemIds.length && !ctx.signal.aborted) {
