@@ -56,8 +56,10 @@ function builtInHandlers(config: ServiceConfig, database: () => Queryable): Hand
     createWebhookHandler({
       signingSecrets: (organizationId) => webhookSigningSecrets(database(), organizationId),
       guard: createEgressGuard({ allow: config.OPSPAD_WEBHOOK_ALLOW }),
+      concurrency: config.OPSPAD_WEBHOOK_CONCURRENCY,
+      itemConcurrency: config.OPSPAD_WEBHOOK_ITEM_CONCURRENCY,
     }),
-    createDemoHandler(),
+    createDemoHandler({ concurrency: config.OPSPAD_DEMO_CONCURRENCY }),
   ];
 }
 

@@ -36,6 +36,9 @@ describe('loadConfig', () => {
       OPSPAD_PG_POOL_SIZE: 10,
       OPSPAD_HANDLERS: [],
       OPSPAD_WEBHOOK_ALLOW: [],
+      OPSPAD_WEBHOOK_CONCURRENCY: 16,
+      OPSPAD_WEBHOOK_ITEM_CONCURRENCY: 32,
+      OPSPAD_DEMO_CONCURRENCY: 16,
       OPSPAD_WEBHOOK_ROTATION_GRACE: 24 * 3600 * 1000,
       OPSPAD_ADMIN_USER: 'admin',
       OPSPAD_PAUSED_TTL: 7 * 24 * 3600 * 1000,
@@ -140,6 +143,15 @@ describe('loadConfig', () => {
     expect(config.OPSPAD_BATCH_TIMEOUT).toBe(90_000);
     expect(config.OPSPAD_BATCH_GRACE).toBe(250);
     expect(() => loadConfig({ OPSPAD_BATCH_TIMEOUT: '0s' })).toThrow(/OPSPAD_BATCH_TIMEOUT: must be longer than 0/);
+  });
+
+  it("reads the built-in handlers' concurrency within 1 to 1000, naming a bad one", () => {
+    const config = loadConfig({ OPSPAD_WEBHOOK_CONCURRENCY: '8', OPSPAD_WEBHOOK_ITEM_CONCURRENCY: '64' });
+    expect([config.OPSPAD_WEBHOOK_CONCURRENCY, config.OPSPAD_WEBHOOK_ITEM_CONCURRENCY]).toEqual([8, 64]);
+    expect(configErrorOf({ OPSPAD_WEBHOOK_ITEM_CONCURRENCY: '1001', OPSPAD_DEMO_CONCURRENCY: '0' }).problems).toEqual([
+      expect.stringMatching(/^OPSPAD_WEBHOOK_ITEM_CONCURRENCY: must be at most 1000/),
+      expect.stringMatching(/^OPSPAD_DEMO_CONCURRENCY: must be greater than 0/),
+    ]);
   });
 
   it('reads the lane slice as a duration that may be 0 (one batch per job)', () => {

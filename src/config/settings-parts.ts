@@ -19,6 +19,7 @@ import {
   url,
 } from './parsers.ts';
 import { HOSTED_MCP_SETTINGS, SIGN_IN_SETTINGS } from './settings-access.ts';
+import { HANDLER_CONCURRENCY_SETTINGS } from './settings-handler-concurrency.ts';
 import { RETENTION_SETTINGS } from './settings-retention.ts';
 import { TENANT_BOUND_SETTINGS } from './settings-tenant-bounds.ts';
 
@@ -181,6 +182,7 @@ const handlersPart = part(
         description:
           'Non-public addresses the webhook handler may call anyway, comma-separated: host[:port], IP[:port] or CIDR.',
       }),
+    ...HANDLER_CONCURRENCY_SETTINGS,
   },
   REMOVED_WEBHOOK_VARIABLES,
 );

@@ -8,6 +8,7 @@
  * With both at 0 a batch completes at once, without timers: the path benchmarks measure.
  */
 import { createHash } from 'node:crypto';
+import { BUILT_IN_CONCURRENCY } from './built-in-concurrency.ts';
 import type { BatchContext, BatchHandler, ItemOutcome } from './types.ts';
 
 export const DEMO_MAX_LATENCY_MS = 60_000;
@@ -76,9 +77,15 @@ function wait(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-export function createDemoHandler(): BatchHandler {
+export interface DemoHandlerOptions {
+  /** Batches one worker process runs at once (OPSPAD_DEMO_CONCURRENCY). */
+  concurrency?: number;
+}
+
+export function createDemoHandler(options: DemoHandlerOptions = {}): BatchHandler {
   return {
     type: 'demo',
+    concurrency: options.concurrency ?? BUILT_IN_CONCURRENCY.demo.concurrency,
     async handleBatch(itemIds: readonly string[], ctx: BatchContext): Promise<readonly ItemOutcome[]> {
       const params = parseParams(ctx.queryParams);
       if (typeof params === 'string') {

@@ -21,6 +21,9 @@ describe('createHandlerRegistry', () => {
   it('refuses a type that cannot name a queue, and settings out of range, naming them', () => {
     expect(() => createHandlerRegistry([{ type: 'a:b', handle: noop }])).toThrow(/type: must be 1 to 64 letters/);
     expect(() => createHandlerRegistry([{ type: 'ok', concurrency: 0, handle: noop }])).toThrow(/concurrency/);
+    expect(() => createHandlerRegistry([{ type: 'ok', itemConcurrency: 1001, handle: noop }])).toThrow(
+      /itemConcurrency/,
+    );
     expect(() => createHandlerRegistry([{ type: 'ok' } as ItemHandler])).toThrow(/needs a handle/);
     expect(() => createHandlerRegistry([{ type: 'ok', batchTimeoutMs: 0, handle: noop }])).toThrow(/batchTimeoutMs/);
     expect(() => createHandlerRegistry([{ type: 'ok', batchTimeoutMs: 1.5, handle: noop }])).toThrow(/batchTimeoutMs/);

@@ -14,13 +14,18 @@ export interface HandlerRegistry {
   readonly types: readonly string[];
 }
 
-export const HANDLER_DEFAULTS = { concurrency: 4, attempts: 3, backoffMs: 200 } as const;
+/**
+ * `itemConcurrency` 1: a handler written before it existed may count on one item at a time
+ * (a provider's per-key rate, shared state); running more is what the handler declares.
+ */
+export const HANDLER_DEFAULTS = { concurrency: 4, itemConcurrency: 1, attempts: 3, backoffMs: 200 } as const;
 
 const HandlerSettingsSchema = z.object({
   type: z
     .string()
     .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'must be 1 to 64 letters, digits, "_", "-" or "." (it names a queue)'),
   concurrency: z.number().int().min(1).max(1000).optional(),
+  itemConcurrency: z.number().int().min(1).max(1000).optional(),
   batchSize: z.number().int().min(1).max(10_000).optional(),
   rateLimit: z.object({ max: z.number().int().min(1), durationMs: z.number().int().min(1) }).optional(),
   attempts: z.number().int().min(1).max(100).optional(),

@@ -176,10 +176,10 @@ describe('runHandler progress', () => {
     const running = runHandler(handler, ['a', 'b', 'c'], context(), progress);
     await inB;
     expect(progress.completed).toEqual(['a']);
-    expect(progress.current).toEqual(['b']);
+    expect([...progress.current]).toEqual(['b']);
     release();
     expect(await running).toEqual({ completed: ['a', 'b', 'c'], failed: [], unhandled: [] });
-    expect(progress.current).toEqual([]);
+    expect([...progress.current]).toEqual([]);
   });
 
   it('marks the items a batch handler was working on when the signal fired', async () => {
@@ -195,5 +195,86 @@ describe('runHandler progress', () => {
     const outcome = await runHandler(handler, ['a', 'b'], context(controller.signal), progress);
     expect(outcome.unhandled).toEqual(['a', 'b']);
     expect(progress.interrupted).toEqual(['a', 'b']);
+  });
+});
+
+describe('runHandler with itemConcurrency', () => {
+  /** Counts its calls in flight; each call yields to the event loop before it settles. */
+  function countingHandler(itemConcurrency: number | undefined) {
+    const counts = { inFlight: 0, peak: 0, calls: new Map<string, number>() };
+    const handler: ItemHandler = {
+      type: 'test',
+      itemConcurrency,
+      backoffMs: 0,
+      async handle(id, ctx) {
+        counts.inFlight++;
+        counts.peak = Math.max(counts.peak, counts.inFlight);
+        counts.calls.set(id, (counts.calls.get(id) ?? 0) + 1);
+        try {
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          if (id.startsWith('bad')) {
+            throw new ItemError(`bad item ${id}`);
+          }
+          if (id.startsWith('flaky') && ctx.attempt === 1) {
+            throw new Error('try again');
+          }
+        } finally {
+          counts.inFlight--;
+        }
+      },
+    };
+    return { handler, counts };
+  }
+
+  it('runs up to itemConcurrency items at once and records each exactly once', async () => {
+    const { handler, counts } = countingHandler(8);
+    const ids = Array.from({ length: 1000 }, (_, i) =>
+      i % 10 === 3 ? `bad-${i}` : i % 10 === 5 ? `flaky-${i}` : `ok-${i}`,
+    );
+    const outcome = await runHandler(handler, ids, context());
+    expect(counts.peak).toBe(8);
+    expect(outcome.unhandled).toEqual([]);
+    expect(outcome.failed.map((f) => f.id).sort()).toEqual(ids.filter((id) => id.startsWith('bad')).sort());
+    expect([...outcome.completed].sort()).toEqual(ids.filter((id) => !id.startsWith('bad')).sort());
+    expect(outcome.completed.length + outcome.failed.length).toBe(ids.length);
+    expect(counts.calls.get('flaky-5')).toBe(2);
+    expect(counts.calls.get('bad-3')).toBe(1);
+  });
+
+  it('keeps one item at a time by default, in order', async () => {
+    const { handler, counts } = countingHandler(undefined);
+    const ids = ['a', 'b', 'c', 'd'];
+    expect(await runHandler(handler, ids, context())).toEqual({ completed: ids, failed: [], unhandled: [] });
+    expect(counts.peak).toBe(1);
+  });
+
+  it('hands back what no lane took and interrupts what was in hand when the signal fires', async () => {
+    const controller = new AbortController();
+    const ids = Array.from({ length: 20 }, (_, i) => `item-${i}`);
+    let entered = 0;
+    const handler: ItemHandler = {
+      type: 'test',
+      itemConcurrency: 5,
+      async handle(id, ctx) {
+        entered++;
+        if (ids.indexOf(id) < 5) {
+          return;
+        }
+        if (entered === 10) {
+          controller.abort(new Error('budget'));
+        }
+        await new Promise<void>((_, reject) => {
+          ctx.signal.throwIfAborted();
+          ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true });
+        });
+      },
+    };
+    const progress = emptyProgress();
+    const outcome = await runHandler(handler, ids, context(controller.signal), progress);
+    expect(entered).toBe(10);
+    expect(outcome.completed.sort()).toEqual(ids.slice(0, 5).sort());
+    expect(progress.interrupted.sort()).toEqual(ids.slice(5, 10).sort());
+    expect(outcome.unhandled.sort()).toEqual(ids.slice(5).sort());
+    expect(progress.current.size).toBe(0);
   });
 });

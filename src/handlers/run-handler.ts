@@ -9,6 +9,7 @@
  * (a handler that ignores its signal) can still record the items finished before that, and knows
  * which items were in the handler's hands when it stopped.
  */
+import { getMaxListeners, setMaxListeners } from 'node:events';
 import { HANDLER_DEFAULTS } from './registry.ts';
 import {
   type BatchHandler,
@@ -29,7 +30,7 @@ export interface BatchOutcome {
 /** A batch's outcome while it runs. */
 export interface BatchProgress extends BatchOutcome {
   /** The items in the handler's hands right now. */
-  current: string[];
+  current: Set<string>;
   /** Items whose handling the signal cut short (they are also `unhandled`). */
   interrupted: string[];
   /** The last error a current item failed with, when it is waiting to be retried. */
@@ -41,7 +42,7 @@ export function emptyProgress(): BatchProgress {
     completed: [],
     failed: [],
     unhandled: [],
-    current: [],
+    current: new Set(),
     interrupted: [],
     lastError: undefined,
   };
@@ -80,6 +81,50 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * Handles one item with its retries; records it in `outcome` once (completed, failed, or
+ * unhandled and interrupted when the signal cut it short). Never rejects.
+ */
+async function runItem(
+  handler: ItemHandler,
+  id: string,
+  ctx: HandlerContext,
+  outcome: BatchProgress,
+  attempts: number,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await handler.handle(id, { ...ctx, idempotencyKey: `${ctx.operationId}:${id}`, attempt });
+      outcome.completed.push(id);
+      return;
+    } catch (error) {
+      if (ctx.signal.aborted) {
+        outcome.unhandled.push(id);
+        outcome.interrupted.push(id);
+        return;
+      }
+      if (error instanceof ItemError || attempt >= attempts) {
+        outcome.failed.push({ id, reason: reasonOf(error) });
+        return;
+      }
+      outcome.lastError = reasonOf(error);
+      ctx.logger.debug({ item_id: id, attempt, err: error }, 'item failed; retrying');
+      try {
+        await sleep(retryDelay(handler, attempt, error), ctx.signal);
+      } catch {
+        outcome.unhandled.push(id);
+        outcome.interrupted.push(id);
+        return;
+      }
+    }
+  }
+}
+
+/**
+ * Up to `itemConcurrency` lanes take the batch's items in order, one at a time each: the
+ * promises held are the lanes, never one per item. Once the signal fires no lane takes another
+ * item, and the items no lane took are handed back as unhandled.
+ */
 async function runItems(
   handler: ItemHandler,
   itemIds: readonly string[],
@@ -87,41 +132,33 @@ async function runItems(
   outcome: BatchProgress,
 ): Promise<void> {
   const attempts = handler.attempts ?? HANDLER_DEFAULTS.attempts;
-  for (let index = 0; index < itemIds.length; index++) {
-    const id = itemIds[index] as string;
-    if (ctx.signal.aborted) {
-      outcome.unhandled.push(...itemIds.slice(index));
-      return;
-    }
-    outcome.current = [id];
-    outcome.lastError = undefined;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await handler.handle(id, { ...ctx, idempotencyKey: `${ctx.operationId}:${id}`, attempt });
-        outcome.completed.push(id);
-        break;
-      } catch (error) {
-        if (ctx.signal.aborted) {
-          outcome.unhandled.push(id);
-          outcome.interrupted.push(id);
-          break;
-        }
-        if (error instanceof ItemError || attempt >= attempts) {
-          outcome.failed.push({ id, reason: reasonOf(error) });
-          break;
-        }
-        outcome.lastError = reasonOf(error);
-        ctx.logger.debug({ item_id: id, attempt, err: error }, 'item failed; retrying');
-        try {
-          await sleep(retryDelay(handler, attempt, error), ctx.signal);
-        } catch {
-          outcome.unhandled.push(id);
-          outcome.interrupted.push(id);
-          break;
-        }
+  const width = Math.min(handler.itemConcurrency ?? HANDLER_DEFAULTS.itemConcurrency, itemIds.length);
+  // Each item in hand may listen to the batch's signal (its request, its retry's wait): expected
+  // listeners, which Node would otherwise report as a leak past 10.
+  const listeners = 2 * width + 10;
+  if (getMaxListeners(ctx.signal) < listeners) {
+    setMaxListeners(listeners, ctx.signal);
+  }
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < itemIds.length && !ctx.signal.aborted) {
+      const id = itemIds[next++] as string;
+      // The error of an item no longer in hand says nothing of the ones that are.
+      if (outcome.current.size === 0) {
+        outcome.lastError = undefined;
       }
+      outcome.current.add(id);
+      await runItem(handler, id, ctx, outcome, attempts);
+      outcome.current.delete(id);
     }
-    outcome.current = [];
+  };
+  const lanes: Promise<void>[] = [];
+  for (let index = 0; index < width; index++) {
+    lanes.push(lane());
+  }
+  await Promise.all(lanes);
+  if (next < itemIds.length) {
+    outcome.unhandled.push(...itemIds.slice(next));
   }
 }
 
@@ -138,7 +175,7 @@ async function runBatch(
       outcome.unhandled.push(...remaining);
       break;
     }
-    outcome.current = remaining;
+    outcome.current = new Set(remaining);
     let error: unknown;
     try {
       const wanted = new Set(remaining);
@@ -175,7 +212,7 @@ async function runBatch(
       outcome.failed.push(...remaining.map((id) => ({ id, reason: reasonOf(error) })));
       break;
     }
-    outcome.current = remaining;
+    outcome.current = new Set(remaining);
     outcome.lastError = reasonOf(error);
     try {
       await sleep(retryDelay(handler, attempt, error), ctx.signal);
@@ -185,7 +222,7 @@ async function runBatch(
       break;
     }
   }
-  outcome.current = [];
+  outcome.current.clear();
 }
 
 /**

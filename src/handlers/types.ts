@@ -117,6 +117,12 @@ export interface HandlerSettings {
   type: string;
   /** Batches of this type one worker process runs at once (default 4). */
   concurrency?: number;
+  /**
+   * Items of one batch a per-item handler (`handle`) runs at once (default 1: one after
+   * another). Items in flight in one process: up to `concurrency` × `itemConcurrency`.
+   * Ignored by a batch handler, which gets the whole batch at once.
+   */
+  itemConcurrency?: number;
   /** Overrides the operation's batch_size for background work. */
   batchSize?: number;
   /** At most `max` items per `durationMs`, across all workers (BullMQ rate limiter). */

@@ -32,6 +32,7 @@
  */
 import { context, propagation } from '@opentelemetry/api';
 import { createEgressGuard, EgressError, type EgressGuard } from '../egress/index.ts';
+import { BUILT_IN_CONCURRENCY } from './built-in-concurrency.ts';
 import { type ItemContext, ItemError, type ItemHandler, RetryableError } from './types.ts';
 import { webhookBody, webhookQueryParamsIssues } from './webhook-payload.ts';
 import { signWebhook, webhookMessageId } from './webhook-signature.ts';
@@ -49,6 +50,10 @@ export interface WebhookHandlerOptions {
    * through the grace period, so receivers see no gap.
    */
   secretCacheMs?: number;
+  /** Batches one worker process runs at once (OPSPAD_WEBHOOK_CONCURRENCY). */
+  concurrency?: number;
+  /** Requests one batch has in flight (OPSPAD_WEBHOOK_ITEM_CONCURRENCY). */
+  itemConcurrency?: number;
 }
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -129,6 +134,8 @@ export function createWebhookHandler(options: WebhookHandlerOptions): ItemHandle
 
   return {
     type: 'webhook',
+    concurrency: options.concurrency ?? BUILT_IN_CONCURRENCY.webhook.concurrency,
+    itemConcurrency: options.itemConcurrency ?? BUILT_IN_CONCURRENCY.webhook.itemConcurrency,
     checkQueryParams: (queryParams) => webhookQueryParamsIssues(queryParams, guard),
     async handle(itemId: string, ctx: ItemContext): Promise<void> {
       checkBeforeSending(ctx, guard);

@@ -3,13 +3,13 @@
  * is waiting on a slow provider. The `demo` handler at latency_ms 100 (it waits once per batch,
  * as if the batch's items were called at once) with 2,000 items in flight: ideally 20,000 items/s.
  *
- * Items in flight in one process are its concurrency for the type (batches at once) times the
- * batch size. The built-in handlers' concurrency is fixed in code (4: no setting changes it), so
- * 2,000 in flight is 4 batches of 500, with the operation's max_parallel_batches at its default of
- * 4. What is lost against the ideal is the lease, record and queue round trips between one batch
- * and the next of a lane (each lane idles through them). Reported beside it: the worker's peak RSS
- * and its CPU time per item.
+ * Items in flight in one process are its concurrency for the type (batches at once,
+ * OPSPAD_DEMO_CONCURRENCY, default 16) times the batch size: 2,000 in flight is 16 batches of
+ * 125, with the operation's max_parallel_batches at 16. What is lost against the ideal is the
+ * lease, record and queue round trips between one batch and the next of a lane (each lane idles
+ * through them). Reported beside it: the worker's peak RSS and its CPU time per item.
  */
+import { BUILT_IN_CONCURRENCY } from '../../../src/handlers/built-in-concurrency.ts';
 import { createDemoHandler } from '../../../src/handlers/demo.ts';
 import {
   benchDispatcher,
@@ -22,8 +22,8 @@ import { startOpspadChild } from '../../lib/child.ts';
 import { type BenchContext, type Entry, round } from '../../lib/common.ts';
 
 const LATENCY_MS = 100;
-/** The built-in handlers' concurrency (src/handlers/registry.ts HANDLER_DEFAULTS). */
-const CONCURRENCY = 4;
+/** The demo handler's default batches at once (OPSPAD_DEMO_CONCURRENCY). */
+const CONCURRENCY = BUILT_IN_CONCURRENCY.demo.concurrency;
 const IN_FLIGHT = 2_000;
 const BATCH = IN_FLIGHT / CONCURRENCY;
 const IDEAL = (IN_FLIGHT / LATENCY_MS) * 1000;
@@ -51,7 +51,7 @@ export async function benchIoBound(ctx: BenchContext, organizationId: string): P
     ctx.log(
       `I/O-bound: ${items} items at ${LATENCY_MS} ms a batch of ${BATCH}, ${IN_FLIGHT} in flight: ${round(run.seconds, 2)} s, ${round(perSecond, 0)} items/s (${round(perSecond / IDEAL, 3)} of ${IDEAL}); worker CPU ${round(run.cpuSeconds, 2)} s, peak RSS ${round(run.peakRssMb, 0)} MB`,
     );
-    const setting = `one opspad worker process, demo handler latency_ms ${LATENCY_MS}: ${CONCURRENCY} batches (its concurrency) of ${BATCH} = ${IN_FLIGHT} items in flight`;
+    const setting = `one opspad worker process, demo handler latency_ms ${LATENCY_MS}: ${CONCURRENCY} batches (OPSPAD_DEMO_CONCURRENCY) of ${BATCH} = ${IN_FLIGHT} items in flight`;
     return [
       {
         name: 'io_bound_items_per_s',

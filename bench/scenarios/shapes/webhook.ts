@@ -5,14 +5,14 @@
  * receiver's address allowed by OPSPAD_WEBHOOK_ALLOW), every signature verified by the receiver.
  * The figure is divided by what 500 items in flight would give at 20 ms: 25,000 items/s.
  *
- * What the settings allow today is far fewer in flight: `webhook` is an item handler, whose
- * batch's items run one after another (src/handlers/run-handler.ts), so one process has as many
- * items in flight as batches at once, its concurrency for the type, which the built-in handlers
- * fix in code at 4 (no setting changes it; a handler of one's own may set up to 1,000, but one
- * operation runs at most max_parallel_batches, 64, batches at once). The scenario runs what the
- * settings allow (the operation at 64 lanes) and reports the peak the receiver saw in flight.
+ * Requests in flight in one process are its batches at once (OPSPAD_WEBHOOK_CONCURRENCY, default
+ * 16) times the requests one batch has in flight (OPSPAD_WEBHOOK_ITEM_CONCURRENCY, default 32):
+ * 512 with the defaults. The operation runs that many lanes, each batch four times the requests
+ * it has in flight, so a batch's last few requests leave few lanes idle. The receiver reports the
+ * peak it saw in flight.
  */
 import { fileURLToPath } from 'node:url';
+import { BUILT_IN_CONCURRENCY } from '../../../src/handlers/built-in-concurrency.ts';
 import { createWebhookHandler } from '../../../src/handlers/webhook.ts';
 import { webhookSigningSecrets } from '../../../src/store/index.ts';
 import {
@@ -29,9 +29,9 @@ import { forkChild } from '../../lib/forked.ts';
 const LATENCY_MS = 20;
 const WANTED_IN_FLIGHT = 500;
 const IDEAL = (WANTED_IN_FLIGHT / LATENCY_MS) * 1000;
-/** The most batches one operation runs at once (src/domain/operation-input.ts). */
-const LANES = 64;
-const BATCH = 10;
+/** The webhook handler's default batches at once, and requests in flight per batch. */
+const LANES = BUILT_IN_CONCURRENCY.webhook.concurrency;
+const BATCH = 4 * BUILT_IN_CONCURRENCY.webhook.itemConcurrency;
 
 interface ReceiverStats {
   requests: number;
@@ -82,14 +82,14 @@ export async function benchWebhook(ctx: BenchContext, organizationId: string): P
         value: Math.round(perSecond),
         unit: 'items/s',
         n: items,
-        note: `one opspad worker process, built-in webhook handler (concurrency 4, fixed in code), ${LANES} lanes of ${BATCH}; the receiver saw at most ${stats.peakInFlight} in flight and verified every signature`,
+        note: `one opspad worker process, built-in webhook handler at its default concurrency, ${LANES} lanes of ${BATCH} (${BUILT_IN_CONCURRENCY.webhook.itemConcurrency} requests at once each); the receiver saw at most ${stats.peakInFlight} in flight and verified every signature`,
       },
       {
         name: 'webhook_efficiency',
         value: round(perSecond / IDEAL, 4),
         unit: `of ${IDEAL.toLocaleString('en-US')} items/s`,
         n: items,
-        note: `webhook_items_per_s ÷ (${WANTED_IN_FLIGHT} in flight / ${LATENCY_MS} ms); ${stats.peakInFlight} in flight is what the settings allow (see bench/scenarios/shapes/webhook.ts)`,
+        note: `webhook_items_per_s ÷ (${WANTED_IN_FLIGHT} in flight / ${LATENCY_MS} ms); the receiver saw at most ${stats.peakInFlight} in flight`,
       },
       ...workerCostEntries('webhook', items, run, String(stats.peakInFlight)),
     ];

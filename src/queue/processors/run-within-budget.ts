@@ -67,7 +67,7 @@ export async function runWithinBudget(
       unhandled: batch.filter((id) => !recorded.has(id)),
       stoppedBy: first.reason,
       abandoned: true,
-      exhausted: first.reason === 'timeout' ? progress.current.filter((id) => !recorded.has(id)) : [],
+      exhausted: first.reason === 'timeout' ? [...progress.current].filter((id) => !recorded.has(id)) : [],
       lastError: progress.lastError,
     };
   } finally {
