@@ -20,7 +20,7 @@ function fromRouter(error: unknown): AppError | null {
 }
 
 /** Seconds a client is told to wait when the database is gone: a restart or a failover takes a few. */
-const DATABASE_RETRY_AFTER_S = 5;
+const RETRY_AFTER_WHEN_GONE_S = 5;
 
 /**
  * Postgres is gone (crashed, restarting, failing over): a 503 the caller can act on, not a 500.
@@ -34,8 +34,8 @@ function fromDatabase(error: unknown): AppError | null {
   }
   return new AppError(
     'service_unavailable',
-    `The database is unreachable (restarting or failing over). Retry the call in ${DATABASE_RETRY_AFTER_S} seconds.`,
-    { retry_after_seconds: DATABASE_RETRY_AFTER_S },
+    `The database is unreachable (restarting or failing over). Retry the call in ${RETRY_AFTER_WHEN_GONE_S} seconds.`,
+    { retry_after_seconds: RETRY_AFTER_WHEN_GONE_S },
   );
 }
 
@@ -48,7 +48,7 @@ export function errorMiddleware(logger: Logger): ErrorRequestHandler {
       logger.error({ err: error, method: req.method, path: req.path }, 'request failed');
     }
     if (gone && !res.headersSent) {
-      res.setHeader('Retry-After', String(DATABASE_RETRY_AFTER_S));
+      res.setHeader('Retry-After', String(RETRY_AFTER_WHEN_GONE_S));
     }
     if (res.headersSent) {
       res.end(); // a stream that failed midway: nothing more can be said
