@@ -6,13 +6,13 @@
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
+import { freePort } from './private-redis.ts';
 
-const PG_BIN = process.env.OPSPAD_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
+export const PG_BIN = process.env.OPSPAD_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const COMMAND_TIMEOUT_MS = 60_000;
 
 export interface PostgresCluster {
@@ -27,16 +27,7 @@ export interface PostgresCluster {
 }
 
 /** A port nothing listens on now, chosen by the kernel. */
-export async function sparePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const address = server.address();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  if (typeof address !== 'object' || address === null) {
-    throw new Error('no spare port');
-  }
-  return address.port;
-}
+export const sparePort = freePort;
 
 function postgresUser(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) {
