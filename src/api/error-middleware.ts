@@ -28,6 +28,10 @@ const RETRY_AFTER_WHEN_GONE_S = 5;
  * create then finds the operation it made).
  */
 function fromDatabase(error: unknown): AppError | null {
+  // The body reader's errors (typed by raw-body) are the client's connection, not the database's.
+  if (typeof (error as { type?: unknown } | null)?.type === 'string') {
+    return null;
+  }
   const cause = error instanceof AppError ? error.cause : undefined;
   if (!isDatabaseGone(error) && !isDatabaseGone(cause)) {
     return null;
