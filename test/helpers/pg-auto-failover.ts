@@ -9,7 +9,7 @@
  * primary to demote itself) to 1 s, 2 s and 3 s.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { openSync } from 'node:fs';
+import { openSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
@@ -112,7 +112,7 @@ export async function startFormation(): Promise<Formation> {
     for (const name of groups.keys()) {
       killGroup(name);
     }
-    spawnSync('rm', ['-rf', folder]);
+    rmSync(folder, { recursive: true, force: true });
   };
   try {
     run('monitor', [

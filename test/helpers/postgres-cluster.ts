@@ -68,10 +68,10 @@ export async function startPostgresCluster(tag: string): Promise<PostgresCluster
   const folder = clusterFolder(tag);
   const data = join(folder, 'data');
   const port = await sparePort();
-  pgProgram('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8']);
   // The socket goes in the cluster's folder: the system's socket folder may not be writable.
   const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${folder} -c max_connections=200`;
   let running = false;
+  const url = `postgresql://postgres@127.0.0.1:${port}/opspad`;
   const start = () => {
     pgProgram('pg_ctl', ['start', '-w', '-D', data, '-l', join(folder, 'server.log'), '-o', options]);
     running = true;
@@ -80,15 +80,23 @@ export async function startPostgresCluster(tag: string): Promise<PostgresCluster
     pgProgram('pg_ctl', ['stop', '-w', '-D', data, '-m', mode]);
     running = false;
   };
-  start();
-  const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
-  await admin.connect();
-  await admin.query('CREATE DATABASE opspad');
-  await admin.end();
-  const url = `postgresql://postgres@127.0.0.1:${port}/opspad`;
-  const db = createPostgresDatabase({ connectionString: url, poolSize: 1 });
-  await runMigrations(db);
-  await db.close();
+  try {
+    pgProgram('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8']);
+    start();
+    const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database: 'postgres' });
+    await admin.connect();
+    await admin.query('CREATE DATABASE opspad');
+    await admin.end();
+    const db = createPostgresDatabase({ connectionString: url, poolSize: 1 });
+    await runMigrations(db);
+    await db.close();
+  } catch (error) {
+    if (running) {
+      stop('immediate');
+    }
+    rmSync(folder, { recursive: true, force: true });
+    throw error;
+  }
   return {
     port,
     url,
