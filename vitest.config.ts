@@ -12,8 +12,11 @@ const UNIT_EXCEPTIONS = [
   'src/queue/pglite-pool.test.ts',
   'src/queue/redis-target.test.ts',
 ];
-/** The fault-injection scenarios have their own run (npm run test:faults). */
-const ALWAYS_EXCLUDED = ['**/node_modules/**', 'test/faults/**'];
+/**
+ * The fault-injection scenarios have their own run (npm run test:faults); test/frameworks/ runs
+ * on its own Node 22 (test/integration/frameworks-current.test.ts starts it).
+ */
+const ALWAYS_EXCLUDED = ['**/node_modules/**', 'test/faults/**', 'test/frameworks/**'];
 
 export default defineConfig({
   test: {

@@ -67,7 +67,9 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
     db,
     maxItems: config.OPSPAD_MAX_ITEMS,
     sizeLimits: sizeLimitsOf(config),
+    notesBounds: { maxNotes: config.OPSPAD_MAX_NOTES_PER_SCOPE, readBytes: config.OPSPAD_MAX_READ_BYTES },
     maxActiveBackground: config.OPSPAD_MAX_ACTIVE_BACKGROUND,
+    quota: { maxStoredItems: config.OPSPAD_MAX_STORED_ITEMS, maxOpenOperations: config.OPSPAD_MAX_OPEN_OPERATIONS },
     queuePrefix: config.OPSPAD_QUEUE_PREFIX,
     hasHandler: (type) => handlers.has(type),
     checkQueryParams: (type, queryParams) => handlers.get(type)?.checkQueryParams?.(queryParams) ?? [],
@@ -155,6 +157,8 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
     },
     admin: deps.admin,
     maxBodyBytes: config.OPSPAD_MAX_BODY_BYTES,
+    maxRunningExecutions: config.OPSPAD_MAX_RUNNING_EXECUTIONS,
+    quota: { maxStoredItems: config.OPSPAD_MAX_STORED_ITEMS, maxOpenOperations: config.OPSPAD_MAX_OPEN_OPERATIONS },
     eventsPollMs: deps.eventsPollMs,
     readiness: {
       checks: {

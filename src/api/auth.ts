@@ -1,8 +1,8 @@
 /**
  * Bearer authentication for `/v1` (API keys) and `/mcp` (API keys and OAuth access tokens). The
  * resolved organization is the only scope a request ever works in: handlers read it from
- * `res.locals.principal`, never from the body. An address past its failed sign-ins is refused
- * before its credential is looked up (auth-failures.ts).
+ * `res.locals.principal`, never from the body. A valid key passes whatever its address's failed
+ * sign-ins; a wrong one past them is answered 429 (auth-failures.ts).
  */
 import type { Request, RequestHandler, Response } from 'express';
 import { AppError } from '../domain/errors.ts';
@@ -32,17 +32,15 @@ export function requireBearer(db: Database, options: BearerOptions = {}): Reques
     const header = req.get('authorization') ?? '';
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
     const token = match?.[1];
-    if (token) {
-      await failures?.refuseIfBlocked('api', req, res);
-    }
+    const gate = token ? await failures?.beforeCheck('api', req, res, token) : undefined;
     const principal = token
       ? ((await authenticateApiKey(db, token, { cacheTtlMs: options.cacheTtlMs ?? 0 })) ??
         (await options.verifyOther?.(token)) ??
         null)
       : null;
     if (!principal) {
-      if (token) {
-        await failures?.recordFailure('api', req);
+      if (token && gate) {
+        await failures?.afterFailure('api', req, res, token, gate);
       }
       res.set('WWW-Authenticate', options.challenge?.(req, !!token) ?? 'Bearer realm="opspad"');
       throw new AppError(

@@ -1,8 +1,8 @@
 /**
  * HTTP basic auth for the operator pages (Bull Board, metrics). Credentials are compared as
  * SHA-256 digests with timingSafeEqual, so neither their content nor their length leaks
- * through response timing. An address past its failed sign-ins is refused (429) before its
- * credentials are compared (auth-failures.ts).
+ * through response timing. The right password passes whatever its address's failed sign-ins;
+ * past them, the address's guesses are paced and a wrong one is answered 429 (auth-failures.ts).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { RequestHandler } from 'express';
@@ -25,12 +25,14 @@ export function requireBasicAuth(
     const match = /^Basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(req.get('authorization') ?? '');
     const given = match?.[1] ? Buffer.from(match[1], 'base64').toString('utf8') : '';
     if (given) {
-      await failures?.refuseIfBlocked('operator', req, res);
+      const gate = await failures?.beforeCheck('operator', req, res, given);
       if (timingSafeEqual(digest(given), expected)) {
         next();
         return;
       }
-      await failures?.recordFailure('operator', req);
+      if (gate) {
+        await failures?.afterFailure('operator', req, res, given, gate);
+      }
     }
     res.set('WWW-Authenticate', `Basic realm="${realm}", charset="UTF-8"`);
     res

@@ -9,8 +9,13 @@ import { DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
 import { findUnstorableValue, unstorableValueError } from '../domain/validation.ts';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from '../metrics.ts';
-import type { Database } from '../store/index.ts';
-import { authenticateOAuthToken, failedItemsByType } from '../store/index.ts';
+import {
+  authenticateOAuthToken,
+  type Database,
+  DEFAULT_QUOTA,
+  failedItemsByType,
+  type QuotaDefaults,
+} from '../store/index.ts';
 import { OPERATION_TOOL_NAME } from '../tools/operation-tool.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey, requireBearer } from './auth.ts';
@@ -28,6 +33,7 @@ import { operationToolBody as operationToolBodyReader } from './operation-body.t
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
 import { guardOperatorChanges, OPERATOR_CSP, operatorHeaders } from './operator-guard.ts';
 import { ADMIN_APPROVALS_PATH as APPROVALS_PATH, adminApprovalsRouter } from './routes/admin-approvals.ts';
+import { ADMIN_LIMITS_PATH, adminLimitsRouter } from './routes/admin-limits.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
@@ -66,6 +72,10 @@ export interface AppDeps {
   apiKeyCacheTtlMs?: number;
   /** OPSPAD_ADMIN_READONLY */
   adminReadOnly?: boolean;
+  /** OPSPAD_MAX_RUNNING_EXECUTIONS: running executions per conversation. */
+  maxRunningExecutions?: number;
+  /** OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS: what the admin API shows as defaults. */
+  quota?: QuotaDefaults;
   /** OPSPAD_TRUST_PROXY: which proxies may name the client's address (none when unset). */
   trustProxy?: number | readonly string[];
   /** The structured scratchpad: reorganizer, recitation budget, cadence hook. */
@@ -147,6 +157,7 @@ export function createApp(deps: AppDeps): express.Express {
       tools: deps.tools,
       adminUser: deps.admin.user,
       readOnly,
+      quota: deps.quota ?? DEFAULT_QUOTA,
       stream: {
         pollMs: deps.eventsPollMs ?? STREAM_DEFAULTS.pollMs,
         heartbeatMs: deps.streams?.heartbeatMs ?? STREAM_DEFAULTS.heartbeatMs,
@@ -162,6 +173,12 @@ export function createApp(deps: AppDeps): express.Express {
     express.urlencoded({ extended: false, limit: '4kb' }),
     jsonBody({ bytes: 4096, variable: 'the admin API', advice: 'Send only {"approve_above": n}.' }),
     adminApprovalsRouter({ db: deps.db, tools: deps.tools, adminUser: deps.admin.user, readOnly }),
+  );
+  app.use(
+    ADMIN_LIMITS_PATH,
+    operatorHeaders(OPERATOR_CSP.data),
+    adminAuth,
+    adminLimitsRouter({ db: deps.db, quota: deps.quota ?? DEFAULT_QUOTA, readOnly }),
   );
 
   const v1 = express.Router();
@@ -195,7 +212,7 @@ export function createApp(deps: AppDeps): express.Express {
     }),
   );
   v1.use(scratchpadRouter(deps.scratchpad));
-  v1.use(executionsRouter(deps.db));
+  v1.use(executionsRouter(deps.db, deps.maxRunningExecutions));
   v1.use(userApprovalRouter(deps.tools, deps.db));
   v1.use(
     operationsRouter({

@@ -22,6 +22,8 @@ export interface BodyLimit {
   bytes: number;
   /** The variable that sets it. */
   variable: string;
+  /** How the limit follows from the variable, when it is not the variable's value itself. */
+  derivation?: string;
   /** What to do about it, in the error message. */
   advice: string;
 }
@@ -33,9 +35,14 @@ export interface BodyLimit {
  * what it can accept.
  */
 export function otherBodyLimit(maxBodyBytes: number, maxPadBytes: number): BodyLimit {
+  const fromPad = Math.max(1024 * 1024, 2 * maxPadBytes);
   return {
-    bytes: Math.min(maxBodyBytes, Math.max(1024 * 1024, 2 * maxPadBytes)),
-    variable: 'OPSPAD_MAX_SCRATCHPAD_BYTES',
+    bytes: Math.min(maxBodyBytes, fromPad),
+    variable: fromPad <= maxBodyBytes ? 'OPSPAD_MAX_SCRATCHPAD_BYTES' : 'OPSPAD_MAX_BODY_BYTES',
+    derivation:
+      fromPad <= maxBodyBytes
+        ? `the larger of 1 MiB and twice OPSPAD_MAX_SCRATCHPAD_BYTES (${maxPadBytes})`
+        : `OPSPAD_MAX_BODY_BYTES, smaller than the larger of 1 MiB and twice OPSPAD_MAX_SCRATCHPAD_BYTES (${maxPadBytes})`,
     advice:
       'Only manage_assistant_operation takes bodies up to OPSPAD_MAX_BODY_BYTES; other routes take the larger of 1 MiB and twice OPSPAD_MAX_SCRATCHPAD_BYTES. Send less per call.',
   };
@@ -54,7 +61,7 @@ export function invalidUtf8Error(): AppError {
 export function bodyTooLargeError(limit: BodyLimit): AppError {
   return new AppError(
     'body_too_large',
-    `The request body is larger than the limit of ${limit.bytes} bytes (${limit.variable}), counted after decompression. ${limit.advice}`,
+    `The request body is larger than this route's limit of ${limit.bytes} bytes (${limit.derivation ?? limit.variable}), counted after decompression. ${limit.advice}`,
     { field: '(body)', limit_bytes: limit.bytes, variable: limit.variable },
   );
 }

@@ -3,6 +3,7 @@
  * command runs inside that service through its control socket (src/cli/local-control.ts).
  */
 import type { DatabaseSettings } from '../config/env.ts';
+import { hasControlCharacter } from '../domain/names.ts';
 import type { ApiKeySummary, CreatedApiKey } from '../store/index.ts';
 import { CommandError, UsageError, unknownOrganization } from './failure.ts';
 import { type KeyCommand, keyCommandViaLocalControl, ORGANIZATION_NAME_MAX, runKeyCommand } from './local-control.ts';
@@ -29,6 +30,12 @@ export function organizationOption(org: string, command: string): string {
   const name = org.trim();
   if (!name) {
     throw new UsageError('--org is blank', `Give the organization's name, e.g. \`opspad ${command} --org acme\``);
+  }
+  if (hasControlCharacter(name)) {
+    throw new UsageError(
+      '--org contains a control character (a line break, a tab, …), which names may not hold',
+      "Give the organization's name as printable text",
+    );
   }
   if (name.length > ORGANIZATION_NAME_MAX) {
     throw new UsageError(

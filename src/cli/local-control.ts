@@ -4,16 +4,19 @@
  * (`<OPSPAD_DATA_DIR>/control.sock`), so `opspad keys create` works beside a running service.
  * Access is the file system's: whoever may read the data folder may already read the database.
  */
-import { existsSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, rmSync, statSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { nameLike } from '../domain/names.ts';
 import {
   createApiKey,
   type Database,
   getApprovalPolicy,
   listApiKeys,
   listOAuthGrants,
+  organizationLimits,
+  PRIVATE_FILE_MODE,
   revokeApiKey,
   revokeOAuthGrant,
   setApprovalPolicy,
@@ -27,7 +30,8 @@ export function controlSocketPath(dataDir: string): string {
 
 /** The longest organization name the commands take (--org). */
 export const ORGANIZATION_NAME_MAX = 200;
-const organizationName = z.string().min(1).max(ORGANIZATION_NAME_MAX);
+const organizationName = nameLike(z.string().min(1).max(ORGANIZATION_NAME_MAX));
+const quotaValue = z.number().int().min(1).max(2_147_483_647).nullable().optional();
 
 /** The key and webhook-secret commands a running service runs for other `opspad` processes. */
 export const KeyCommand = z.discriminatedUnion('op', [
@@ -36,6 +40,12 @@ export const KeyCommand = z.discriminatedUnion('op', [
   z.strictObject({ op: z.literal('list'), org: organizationName }),
   z.strictObject({ op: z.literal('oauth_grants'), org: organizationName.optional() }),
   z.strictObject({ op: z.literal('oauth_revoke'), grant: z.uuid() }),
+  z.strictObject({
+    op: z.literal('org_limits'),
+    org: organizationName,
+    set: z.strictObject({ max_stored_items: quotaValue, max_open_operations: quotaValue }),
+    defaults: z.strictObject({ maxStoredItems: z.number().int().min(1), maxOpenOperations: z.number().int().min(1) }),
+  }),
   z.strictObject({
     op: z.literal('approval_policy'),
     org: organizationName,
@@ -70,6 +80,8 @@ export async function runKeyCommand(db: Database, command: KeyCommand): Promise<
       return listOAuthGrants(db, command.org);
     case 'oauth_revoke':
       return revokeOAuthGrant(db, command.grant);
+    case 'org_limits':
+      return organizationLimits(db, command.org, command.set, command.defaults);
     case 'approval_policy':
       return command.approve_above === undefined
         ? getApprovalPolicy(db, command.org)
@@ -119,6 +131,16 @@ export async function listenLocalControl(dataDir: string, db: Database): Promise
     server.once('error', reject);
     server.listen(path, () => resolve());
   });
+  // Whoever may connect may create keys: the owner only, whatever the umask, and checked.
+  chmodSync(path, PRIVATE_FILE_MODE);
+  const mode = statSync(path).mode & 0o777;
+  if (mode !== PRIVATE_FILE_MODE) {
+    server.close();
+    throw new ProblemError(
+      `the control socket ${path} has mode 0${mode.toString(8)}, and could not be made 0600`,
+      'Put OPSPAD_DATA_DIR on a file system that keeps Unix permissions',
+    );
+  }
   return server;
 }
 

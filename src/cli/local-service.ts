@@ -12,7 +12,13 @@ import { assertRedisReachable } from '../queue/connection.ts';
 import { redisTargetOf } from '../queue/redis-target.ts';
 import type { ShutdownStep } from '../shutdown.ts';
 import { startSequence } from '../start-steps.ts';
-import { type OpspadDatabase, openConnectedDatabase, runMigrations } from '../store/index.ts';
+import {
+  makePrivate,
+  type OpspadDatabase,
+  openConnectedDatabase,
+  openFolderMode,
+  runMigrations,
+} from '../store/index.ts';
 import { databaseOpenProblem, migrationProblem } from './database-problem.ts';
 import { CommandError, EXIT_CODES } from './failure.ts';
 import { ensureEmbeddedDatabaseFree, listenLocalControl } from './local-control.ts';
@@ -69,10 +75,37 @@ export interface LocalService {
 }
 
 /**
+ * The embedded database's folder, before it is opened: what this process writes from now on is
+ * its user's alone (umask 077), and a folder others may enter is refused unless `allowOpen`,
+ * since what it holds (webhook secrets, every organization's data) may have been read.
+ */
+function guardDataFolder(dataDir: string, logger: Logger, allowOpen: boolean): void {
+  process.umask(0o077);
+  const mode = openFolderMode(dataDir);
+  if (mode === null) {
+    return;
+  }
+  const problem = `the data folder ${dataDir} (OPSPAD_DATA_DIR) can be read by other users: its mode is ${mode}`;
+  if (!allowOpen) {
+    throw new CommandError(
+      problem,
+      `Run \`chmod -R go-rwx ${dataDir}\` and rotate the webhook secrets it holds (opspad webhooks secret --rotate), or start with --allow-open-data-dir, which makes it private and goes on`,
+      { exitCode: EXIT_CODES.usage },
+    );
+  }
+  logger.warn({ dataDir, mode }, `${problem}; made private (0700, files 0600) because of --allow-open-data-dir`);
+}
+
+/**
  * Starts opspad in this process (API and workers, or workers only). A step that fails closes
  * what the earlier ones opened and rejects with a StartFailedError naming it.
  */
-export async function startLocal(config: ServiceConfig, logger: Logger, role: 'all' | 'worker'): Promise<LocalService> {
+export async function startLocal(
+  config: ServiceConfig,
+  logger: Logger,
+  role: 'all' | 'worker',
+  { allowOpenDataDir = false }: { allowOpenDataDir?: boolean } = {},
+): Promise<LocalService> {
   if (role === 'worker' && !config.DATABASE_URL) {
     throw new CommandError(
       'DATABASE_URL is not set, and workers in processes of their own share one Postgres server',
@@ -82,6 +115,9 @@ export async function startLocal(config: ServiceConfig, logger: Logger, role: 'a
   }
   // Before anything opens: a port in use is said at once, not after migrating.
   await assertCanServe(config, role);
+  if (!config.DATABASE_URL) {
+    guardDataFolder(config.OPSPAD_DATA_DIR, logger, allowOpenDataDir);
+  }
   const start = startSequence<LocalStep>({
     logger,
     timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT,
@@ -98,6 +134,8 @@ export async function startLocal(config: ServiceConfig, logger: Logger, role: 'a
   });
   await start.step('migrations', () => migrate(db, config));
   if (!config.DATABASE_URL) {
+    // PGlite wrote its files 0666, whatever the umask: the migrations' too.
+    makePrivate(config.OPSPAD_DATA_DIR);
     await start.step('control socket', () => listenLocalControl(config.OPSPAD_DATA_DIR, db), {
       shutdown: (server) => ({
         run: () => new Promise<void>((resolve) => server.close(() => resolve())),

@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
+import { registerOrgsLimits } from './orgs-limits.ts';
 import { registerOrgsPolicy } from './orgs-policy.ts';
 
 /** What an action returns: the exit code, or -1 when the process keeps running (a service). */
@@ -78,6 +79,7 @@ export interface ExportOptions extends ClientOptions {
 }
 export interface McpOptions extends ClientOptions {
   conversation?: string;
+  keyFile?: string;
 }
 export interface KeysOptions {
   org: string;
@@ -109,7 +111,14 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
   program
     .command('start')
     .description('Start the HTTP API, the workers and the reconciler; runs until SIGINT or SIGTERM.')
-    .action(() => record(async () => (await import('./serve.ts')).serve('all')));
+    .option(
+      '--allow-open-data-dir',
+      'start on an embedded data folder other users can read, making it private (it is refused otherwise)',
+      false,
+    )
+    .action((options: { allowOpenDataDir: boolean }) =>
+      record(async () => (await import('./serve.ts')).serve('all', options)),
+    );
 
   program
     .command('worker')
@@ -149,8 +158,13 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
       record(async () => (await import('./keys.ts')).revokeKey(key, options)),
     );
 
-  const orgs = program.command('orgs').usage('<policy> [options]').description("Organizations' policies.");
+  // What an operator sets per organization: each setting registers its subcommand here.
+  const orgs = program
+    .command('orgs')
+    .usage('<policy|limits> [options]')
+    .description("Organizations' policies and quotas.");
   registerOrgsPolicy(orgs, record);
+  registerOrgsLimits(orgs, record);
 
   const oauth = program
     .command('oauth')
@@ -231,13 +245,14 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
 
   program
     .command('mcp')
-    .usage('[--conversation <uuid>] [--url URL] [--key API_KEY]')
+    .usage('[--conversation <uuid>] [--url URL] [--key-file PATH]')
     .description(
       "Serve opspad's tools and working memory to an MCP client over stdio, talking to opspad over HTTP. Without --conversation, the session has a conversation of its own.",
     )
     .option('--conversation <uuid>', 'the conversation to work in', conversationId)
     .option('--url <url>', 'the opspad API (default OPSPAD_URL, else http://HOST:PORT)', httpUrl)
-    .option('--key <api_key>', 'the API key (default OPSPAD_API_KEY)')
+    .option('--key-file <path>', 'a file holding the API key (default OPSPAD_API_KEY)')
+    .option('--key <api_key>', 'the API key; visible to other users in the process list: prefer --key-file')
     .action((options: McpOptions) => record(async () => (await import('./mcp.ts')).mcp(options)));
 
   program

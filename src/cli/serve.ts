@@ -9,7 +9,7 @@ import { exitOnSignals } from './process-exit.ts';
 import { settingsFor } from './settings.ts';
 
 /** Starts the service; -1: the process keeps running until a signal ends it. */
-export async function serve(role: 'all' | 'worker'): Promise<number> {
+export async function serve(role: 'all' | 'worker', { allowOpenDataDir = false } = {}): Promise<number> {
   const config = settingsFor(role === 'all' ? 'start' : 'worker');
   // The settings and the ports, before loading the service (seconds on a busy machine): a port
   // in use is said at once. startLocal checks them again, for every way in.
@@ -21,7 +21,7 @@ export async function serve(role: 'all' | 'worker'): Promise<number> {
     logger,
     timeoutMs: config.OPSPAD_SHUTDOWN_TIMEOUT,
   });
-  const service = await startLocal(config, logger, role);
+  const service = await startLocal(config, logger, role, { allowOpenDataDir });
   if (service.opspad.url) {
     writeStderr(`\n${boardLine(service.opspad)}\n`);
   } else if (service.opspad.metricsUrl) {

@@ -44,7 +44,7 @@ describe('settingsFor', () => {
   it('reads the database settings where a database is opened, and not in client commands', () => {
     const bad = { DATABASE_URL: 'mysql://db' };
     const refusing = COMMANDS.filter((command) => problemsOf(command, bad).length > 0);
-    expect(refusing.sort()).toEqual(['demo', 'keys', 'migrate', 'oauth', 'start', 'webhooks', 'worker']);
+    expect(refusing.sort()).toEqual(['demo', 'keys', 'migrate', 'oauth', 'orgs', 'start', 'webhooks', 'worker']);
     expect(problemsOf('migrate', bad)).toEqual([
       'DATABASE_URL: must be a URL starting with postgres:// or postgresql://',
     ]);

@@ -21,6 +21,7 @@ export const COMMAND_SETTINGS = {
   keys: ['database'],
   oauth: ['database'],
   webhooks: ['database', 'webhookSecrets'],
+  orgs: ['database', 'limits'],
   /** Beside a running service; `start`'s settings too when it starts one itself. */
   demo: ['process', 'address', 'client', 'database', 'limits'],
   'ops watch': ['address', 'client'],

@@ -25,6 +25,7 @@ import { type ResultsFileOptions, type ResultsOptions, results, resultsFile } fr
 import type {
   ContextFragment,
   ContextRendersPage,
+  ConversationOperationsPage,
   EventsPageQuery,
   ExecutionEnded,
   ExecutionStarted,
@@ -129,6 +130,12 @@ export interface OperationsClient {
     input: OperationInput<'retry_failed'>,
     options?: RequestOptions,
   ): Promise<OperationResult<'retry_failed'>>;
+  /** A conversation's operations, finished ones included, newest first: pass `next_before` as `before` for the next page. */
+  list(
+    conversationId: string,
+    query?: { before?: string; limit?: number },
+    options?: RequestOptions,
+  ): Promise<ConversationOperationsPage>;
   /** Status and counts of an operation, by id alone. */
   status(operationId: string, options?: RequestOptions): Promise<OperationProgress>;
   /** The operation's progress and audit events, until it ends (`for await … of`). */
@@ -228,6 +235,13 @@ export function createClient(options: ClientOptions): OpspadClient {
       cancel: action('cancel'),
       get: action('get'),
       retryFailed: action('retry_failed'),
+      list: (conversationId, query, opts) =>
+        http.json({
+          method: 'GET',
+          path: `${conversation(conversationId)}/operations`,
+          query: { ...query },
+          signal: opts?.signal,
+        }),
       status: (operationId, opts) =>
         http.json({ method: 'GET', path: `/v1/operations/${segment(operationId)}`, signal: opts?.signal }),
       events,

@@ -42,6 +42,7 @@ import type {
 export type {
   CancelResult,
   CompleteResult,
+  ConversationOperationsPage,
   CreateResult,
   GetResult,
   OperationAuditEvent,

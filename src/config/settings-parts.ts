@@ -10,18 +10,18 @@ import {
   duration,
   durationOrZero,
   flag,
-  keepCount,
   keyValueList,
   list,
   perWindow,
   port,
   positiveInt,
   postgresUrl,
-  retention,
   text,
-  trustProxy,
   url,
 } from './parsers.ts';
+import { HOSTED_MCP_SETTINGS, SIGN_IN_SETTINGS } from './settings-access.ts';
+import { RETENTION_SETTINGS } from './settings-retention.ts';
+import { TENANT_BOUND_SETTINGS } from './settings-tenant-bounds.ts';
 
 declare module 'zod' {
   interface GlobalMeta {
@@ -163,6 +163,7 @@ const limitsPart = part({
     description: 'Budget of the recited structured scratchpad in the context fragment, in characters (at least 1000).',
     bound: 'characters of a recited scratchpad',
   }),
+  ...TENANT_BOUND_SETTINGS,
 });
 
 /** The handlers a service knows: the API checks operation types against them, workers run them. */
@@ -278,59 +279,6 @@ const apiPart = part({
     }),
 });
 
-/** `/mcp` and the OAuth flow of hosted MCP clients (src/api/mcp/): read by whatever serves the API. */
-const hostedMcpPart = part({
-  OPSPAD_PUBLIC_URL: url(['http:', 'https:'])
-    .refine(
-      (value) => ['', '/'].includes(new URL(value).pathname),
-      'must be an origin: a scheme, a host and a port, no path',
-    )
-    .optional()
-    .meta({
-      description:
-        'The address clients reach the API at (e.g. https://opspad.example.com): /mcp refuses other Host and Origin headers, and OAuth names it as issuer; unset: http://HOST:PORT and the loopback names.',
-    }),
-  OPSPAD_MCP_ALLOWED_ORIGINS: list.default([]).meta({
-    description:
-      "Comma-separated browser origins, besides OPSPAD_PUBLIC_URL's, whose pages may call /mcp (e.g. http://localhost:6274 for an MCP inspector).",
-  }),
-  OPSPAD_MCP_MAX_SESSIONS: positiveInt.default(1000).meta({
-    description: 'MCP sessions one organization keeps open; opening one more closes its least recently used.',
-    bound: 'MCP sessions per organization',
-  }),
-  OPSPAD_MCP_SESSION_IDLE: duration.default(24 * 3600 * 1000).meta({
-    description: 'How long an MCP session may go unused before it ends (its client then opens a new one).',
-  }),
-  OPSPAD_OAUTH: flag.default(true).meta({
-    description:
-      'Serve the OAuth authorization flow for hosted MCP clients (the operator grants an organization); needs an https OPSPAD_PUBLIC_URL or a loopback address.',
-  }),
-  OPSPAD_OAUTH_TOKEN_TTL: duration.default(3600 * 1000).meta({
-    description: 'How long an OAuth access token of /mcp is valid; clients renew it with their refresh token.',
-  }),
-  OPSPAD_OAUTH_REFRESH_TTL: duration.default(30 * 24 * 3600 * 1000).meta({
-    description: 'How long an OAuth refresh token stays usable unused; each use replaces it with a new one.',
-  }),
-  OPSPAD_OAUTH_REGISTRATION_LIMIT: perWindow.default({ max: 20, windowMs: 3600 * 1000 }).meta({
-    description: 'OAuth client registrations per client address, as <count>/<duration>; 429 beyond.',
-    bound: 'OAuth client registrations per address',
-  }),
-});
-
-/**
- * Who may try to sign in: failed API-key or operator sign-ins per client address, and the proxies
- * trusted to name that address. Read by whatever serves the API or a metrics port.
- */
-const signInPart = part({
-  OPSPAD_AUTH_FAILURE_LIMIT: perWindow.default({ max: 20, windowMs: 60_000 }).meta({
-    description: 'Failed sign-ins (API keys, operator passwords) per client address; beyond, 429 before any lookup.',
-    bound: 'failed sign-ins per client address',
-  }),
-  OPSPAD_TRUST_PROXY: trustProxy.optional().meta({
-    description: 'Proxies whose X-Forwarded-For names the client: a hop count, or addresses and CIDRs; unset: none.',
-  }),
-});
-
 /** Metrics and traces of every process that runs opspad (src/telemetry/, src/api/metrics-server.ts). */
 const telemetryPart = part({
   OPSPAD_METRICS_PORT: port.optional().meta({
@@ -370,49 +318,6 @@ const telemetryPart = part({
     .optional()
     .meta({ description: 'Milliseconds between two exports of finished spans; unset: 5000.' }),
   OTEL_SDK_DISABLED: flag.default(false).meta({ description: '`true`: no traces, even with an endpoint set.' }),
-});
-
-/** How long finished work is kept (src/config/retention.ts); the reconciler of any process prunes. */
-const retentionPart = part({
-  OPSPAD_RETENTION: retention.default(30 * 24 * 3600 * 1000).meta({
-    description:
-      'Finished operations lose their item rows this long after they finished (row, counts, first failures stay); the other periods default to it; `off` keeps everything.',
-    bound: "time a finished operation's items are kept",
-  }),
-  OPSPAD_RETENTION_EVENTS: retention.optional().meta({
-    description: 'How long batch events of finished operations and pad events are kept; unset: OPSPAD_RETENTION.',
-    bound: 'time audit and pad events are kept',
-  }),
-  OPSPAD_RETENTION_TRACES: retention.optional().meta({
-    description: "How long notes traces are kept (an ended execution's after its end); unset: OPSPAD_RETENTION.",
-    bound: 'time notes traces are kept',
-  }),
-  OPSPAD_RETENTION_RENDERS: retention.optional().meta({
-    description: 'How long context renders (what the assistant was told each turn) are kept; unset: OPSPAD_RETENTION.',
-    bound: 'time context renders are kept',
-  }),
-  OPSPAD_RETENTION_PAD_VERSIONS: keepCount.optional().meta({
-    description: 'Versions kept per structured scratchpad, the newest; unset: 100 (every one with retention off).',
-    bound: 'versions kept per structured scratchpad',
-  }),
-  OPSPAD_RETENTION_FAILURES: z.coerce
-    .number({ error: 'must be a whole number' })
-    .int('must be a whole number')
-    .min(0, 'must be 0 or more')
-    .max(100_000, 'must be at most 100000')
-    .default(1000)
-    .meta({
-      description:
-        'Failure rows a pruned operation keeps, the first ones (at most 100000); the rest are counted by reason.',
-      bound: 'failures kept per pruned operation',
-    }),
-  OPSPAD_RETENTION_BATCH: positiveInt
-    .pipe(z.number().max(50_000, 'must be at most 50000'))
-    .default(5000)
-    .meta({ description: 'Rows one retention statement deletes at most (at most 50000), each a short transaction.' }),
-  OPSPAD_RETENTION_BUDGET: duration
-    .default(5000)
-    .meta({ description: 'Time one retention run may take; what is left waits for the next reconciler pass.' }),
 });
 
 /** Bull Board, /metrics and the operator page: read by whatever serves them. */
@@ -465,11 +370,11 @@ export const SETTINGS_PARTS = {
   workers: workersPart,
   reorganizer: reorganizerPart,
   api: apiPart,
-  hostedMcp: hostedMcpPart,
-  signIn: signInPart,
+  hostedMcp: part(HOSTED_MCP_SETTINGS),
+  signIn: part(SIGN_IN_SETTINGS),
   admin: adminPart,
   telemetry: telemetryPart,
-  retention: retentionPart,
+  retention: part(RETENTION_SETTINGS),
   webhookSecrets: webhookSecretsPart,
   client: clientPart,
 } as const;

@@ -35,12 +35,17 @@ export const WriteNotesResult = z.object({
   result: z.string().describe('The text a model reads: the note written, or every note with return_history.'),
   ...notesScope,
   note_count: count.optional().describe('With return_history: how many notes the scratchpad holds.'),
+  next_after: count
+    .nullable()
+    .optional()
+    .describe('With return_history: the `after` of the next page of notes; null when the answer holds them all.'),
 });
 
 export const ReadNotesResult = z.object({
-  result: z.string().describe('Every visible note, persistent ones first; "Scratchpad is empty." when none.'),
+  result: z.string().describe('A page of the visible notes, persistent ones first; "Scratchpad is empty." when none.'),
   ...notesScope,
-  note_count: count,
+  note_count: count.describe('How many notes are visible in all, over every page.'),
+  next_after: count.nullable().describe('Send as `after` to read the next page; null on the last page.'),
   persistent_note_added: z.boolean(),
 });
 

@@ -50,6 +50,16 @@ export const ReadFromScratchpadInput = z.strictObject({
     .describe(
       'Optional standing instructions to keep for the whole conversation: added once (an identical note is not added again), shown first in every read and kept when an execution ends.',
     ),
+  after: z
+    .number({ error: 'must be a whole number: the next_after of the previous read' })
+    .int('must be a whole number: the next_after of the previous read')
+    .min(0, 'must be 0 or more')
+    .max(2_147_483_647, 'must be at most 2147483647')
+    .nullish()
+    .meta({ default: 0 })
+    .describe(
+      'How many notes were read already: send the next_after of the previous answer to read the next page. Omitted: from the first note.',
+    ),
 });
 export type ReadFromScratchpadInput = z.output<typeof ReadFromScratchpadInput>;
 
@@ -76,16 +86,86 @@ function bulleted(notes: readonly string[]): string {
   return notes.map((note) => `- ${note}`).join('\n');
 }
 
-/** The answer of a read: every visible note, persistent ones first. */
-export function readResultText(notes: readonly string[]): string {
-  return notes.length === 0 ? 'Scratchpad is empty.' : `Notes from scratchpad:\n${bulleted(notes)}`;
+/** How many notes a scope may hold, and how many bytes of them one read answers. */
+export interface NotesBounds {
+  /** OPSPAD_MAX_NOTES_PER_SCOPE */
+  maxNotes: number;
+  /** OPSPAD_MAX_READ_BYTES */
+  readBytes: number;
 }
 
-/** The answer of a write: the note written, or (with history) every visible note. */
-export function writeResultText(written: string, history: readonly string[] | null): string {
+export const DEFAULT_NOTES_BOUNDS: NotesBounds = { maxNotes: 1000, readBytes: 256 * 1024 };
+
+/** One page of a scope's visible notes: `after` notes skipped, `total` visible in all. */
+export interface NotesPage {
+  notes: string[];
+  after: number;
+  total: number;
+  /** The `after` of the next page; null on the last one. */
+  nextAfter: number | null;
+}
+
+/** What follows a page that is not the last: how to ask for the rest. */
+function pageFooter(page: NotesPage): string {
+  if (page.nextAfter === null) {
+    return '';
+  }
+  return `\n\n(Notes ${page.after + 1} to ${page.nextAfter} of ${page.total}. Call read_from_scratchpad with {"after": ${page.nextAfter}} for the next ones.)`;
+}
+
+/** The answer of a read: a page of the visible notes, persistent ones first. */
+export function readResultText(page: NotesPage): string {
+  if (page.total === 0) {
+    return 'Scratchpad is empty.';
+  }
+  if (page.notes.length === 0) {
+    return `No notes after the first ${page.after}: the scratchpad holds ${page.total}. Read again without "after" to start from the first.`;
+  }
+  return `Notes from scratchpad:\n${bulleted(page.notes)}${pageFooter(page)}`;
+}
+
+/** The answer of a write: the note written, or (with history) the first page of visible notes. */
+export function writeResultText(written: string, history: NotesPage | null): string {
   return history === null
     ? `Wrote to scratchpad: ${written}`
-    : `Scratchpad updated. Full content:\n${bulleted(history)}`;
+    : `Scratchpad updated. Full content:\n${bulleted(history.notes)}${pageFooter(history)}`;
+}
+
+/**
+ * The page of notes starting after `after`, from each note's size in bytes: as many as fit
+ * `maxBytes`, and always at least one, so no note is ever out of reach.
+ */
+export function pageOfNoteSizes(
+  sizes: readonly number[],
+  after: number,
+  maxBytes: number,
+): { from: number; to: number; nextAfter: number | null } {
+  const from = Math.min(after, sizes.length);
+  let to = from;
+  let bytes = 0;
+  while (to < sizes.length && (to === from || bytes + (sizes[to] ?? 0) <= maxBytes)) {
+    bytes += sizes[to] ?? 0;
+    to += 1;
+  }
+  return { from, to, nextAfter: to < sizes.length ? to : null };
+}
+
+/** The refusal of a note its scope has no room for. */
+export function tooManyNotes(
+  scope: 'execution' | 'conversation' | 'persistent',
+  held: number,
+  limit: number,
+): AppError {
+  const where = scope === 'persistent' ? "This conversation's persistent notes" : `The ${scope}'s own notes`;
+  const remedy =
+    scope === 'execution'
+      ? 'End the execution and start a new one, or keep fewer, longer notes'
+      : 'Use an execution (X-Opspad-Execution) for running notes, or keep fewer, longer notes';
+  return new AppError(
+    'too_many_notes',
+    `${where} number ${held} already, the most allowed (OPSPAD_MAX_NOTES_PER_SCOPE = ${limit}); nothing was written. ${remedy}.`,
+    { scope, held, limit: { variable: 'OPSPAD_MAX_NOTES_PER_SCOPE', max: limit, unit: 'notes' } },
+  );
 }
 
 /** The deployment's note limit (OPSPAD_MAX_NOTE_BYTES) on a write's or a read's note. */

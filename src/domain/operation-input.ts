@@ -8,6 +8,7 @@
  * the JSON Schema through `.meta({ default })`.
  */
 import { z } from 'zod';
+import { nameLike } from './names.ts';
 import { checkJsonBytes, checkNoteBytes, type SizeLimits, tooLarge } from './size-limits.ts';
 import { MAX_INT4 } from './validation.ts';
 
@@ -59,10 +60,7 @@ export const ItemIdInput = z
   .max(MAX_ITEM_ID_LENGTH, `must be at most ${MAX_ITEM_ID_LENGTH} characters`);
 const itemId = ItemIdInput;
 
-const leaseOwner = z
-  .string()
-  .min(1)
-  .max(200)
+const leaseOwner = nameLike(z.string().min(1).max(200))
   .nullish()
   .describe(
     'Who is working on the batch. Leave empty when the assistant itself processes items; workers pass their own id.',
@@ -70,11 +68,12 @@ const leaseOwner = z
 
 export const CreateInput = z.strictObject({
   action: z.literal('create'),
-  operation_type: z
-    .string({ error: missingOr('create', 'operation_type', 'a short label for the work', 'must be a string') })
-    .min(1, 'must not be empty')
-    .max(64, 'must be at most 64 characters')
-    .describe('A short label for the work, e.g. "send_sms" or "update_contacts".'),
+  operation_type: nameLike(
+    z
+      .string({ error: missingOr('create', 'operation_type', 'a short label for the work', 'must be a string') })
+      .min(1, 'must not be empty')
+      .max(64, 'must be at most 64 characters'),
+  ).describe('A short label for the work, e.g. "send_sms" or "update_contacts".'),
   total_items: z
     .number({ error: missingOr('create', 'total_items', 'the number of item ids', 'must be a number') })
     .int()

@@ -155,8 +155,16 @@ export function statusesAllowing(action: LifecycleAction): OperationStatus[] {
 
 /**
  * An item's statuses on the lease and record path: a lease takes pending items (a leased item
- * stays pending while a live lease row names it), a record ends one as completed or failed. The
- * step functions (src/store/leases/sql/) spell these as literals; a test holds them to this list.
+ * stays pending while a live lease row names it, and reads as `leased` where it is shown), a
+ * record ends one as completed or failed, a cancel or forced complete abandons the rest. The
+ * statements of the general path (store/leases/item-sql.ts) are built from these; the step
+ * functions (src/store/leases/sql/) spell them as literals and a test holds them to this list.
  */
 export const ITEM_LEASABLE = 'pending' satisfies ItemStatus;
-export const ITEM_RECORDED = ['completed', 'failed'] as const satisfies readonly ItemStatus[];
+export const ITEM_SHOWN_LEASED = 'leased' satisfies ItemStatus;
+export const ITEM_COMPLETED = 'completed' satisfies ItemStatus;
+export const ITEM_FAILED = 'failed' satisfies ItemStatus;
+export const ITEM_ABANDONED = 'abandoned' satisfies ItemStatus;
+export const ITEM_RECORDED = [ITEM_COMPLETED, ITEM_FAILED] as const satisfies readonly ItemStatus[];
+/** An item in one of these was recorded before (a report naming it again is answered, not applied). */
+export const ITEM_DONE = [...ITEM_RECORDED, ITEM_ABANDONED] as const satisfies readonly ItemStatus[];

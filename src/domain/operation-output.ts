@@ -155,6 +155,14 @@ export const OperationProgress = z.object({
   ...OperationCounts,
 });
 
+/** `GET /v1/conversations/:id/operations`: one page of a conversation's operations, newest first. */
+export const ConversationOperationsPage = z.object({
+  operations: z.array(OperationProgress.extend({ created_at: z.iso.datetime(), updated_at: z.iso.datetime() })),
+  next_before: operationId
+    .nullable()
+    .describe('Pass as `before` for the next (older) page; null when this page is the last.'),
+});
+
 /** The data of an audit-trail event on the stream (`batch_recorded`, `paused`, …). */
 export const OperationAuditEvent = z
   .object({
@@ -191,4 +199,5 @@ export type GetResult = z.output<typeof GetResult>;
 export type ItemsPruned = z.output<typeof ItemsPruned>;
 export type RetryFailedResult = z.output<typeof RetryFailedResult>;
 export type OperationProgress = z.output<typeof OperationProgress>;
+export type ConversationOperationsPage = z.output<typeof ConversationOperationsPage>;
 export type OperationAuditEvent = z.output<typeof OperationAuditEvent>;

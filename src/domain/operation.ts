@@ -85,9 +85,15 @@ export type ListedOperation = Omit<OperationRecord, 'state_json'> & {
   state_json: Omit<OperationState, 'query_params'>;
 };
 
+/** The statuses an operation ends in: it changes no more. */
+export const FINISHED_STATUSES = ['completed', 'cancelled'] as const satisfies readonly OperationStatus[];
+
 export function isFinished(status: OperationStatus): boolean {
-  return status === 'completed' || status === 'cancelled';
+  return (FINISHED_STATUSES as readonly OperationStatus[]).includes(status);
 }
+
+/** The statuses of an operation that is not finished, in OPERATION_STATUS's order. */
+export const OPEN_STATUSES: readonly OperationStatus[] = OPERATION_STATUS.filter((status) => !isFinished(status));
 
 export interface OperationCounts {
   total_items: number;

@@ -4,18 +4,16 @@
  * goal and the `user:initial` ref), citation checks, and counts.
  */
 import { z } from 'zod';
+import { nameLike } from './names.ts';
 
 export const SCRATCHPAD_SCHEMA = 'opspad.scratchpad.v1';
 export const INITIAL_REF_ID = 'user:initial';
 export const MAX_PAD_ENTRIES = 20_000;
 
 const text = z.string().trim().min(1, 'must not be empty').max(2000, 'must be at most 2000 characters');
-const refId = z
-  .string()
-  .trim()
-  .min(1, 'must not be empty')
-  .max(200, 'must be at most 200 characters')
-  .describe('The id of an entry of refs, e.g. "user:initial", "operation:<uuid>", "turn:12".');
+const refId = nameLike(
+  z.string().trim().min(1, 'must not be empty').max(200, 'must be at most 200 characters'),
+).describe('The id of an entry of refs, e.g. "user:initial", "operation:<uuid>", "turn:12".');
 
 export const PadItem = z.strictObject({
   text,
@@ -27,12 +25,9 @@ export const PadFact = z.strictObject({
 });
 export const PadRef = z.strictObject({
   id: refId,
-  kind: z
-    .string()
-    .trim()
-    .min(1)
-    .max(32)
-    .describe('What the ref points at: user_input, message, operation, item, tool_call, url, document, …'),
+  kind: nameLike(z.string().trim().min(1).max(32)).describe(
+    'What the ref points at: user_input, message, operation, item, tool_call, url, document, …',
+  ),
   label: z.string().max(500).nullish(),
   excerpt: z.string().max(1000).nullish(),
 });

@@ -41,6 +41,22 @@ export interface ContextAnswer {
   other_operations?: { operation_id: string; conversation_id?: string }[];
 }
 
+/** One page of a conversation's operations, as `GET /v1/conversations/:id/operations` answers it. */
+export interface OperationsPageAnswer {
+  operations: {
+    operation_id: string;
+    status: string;
+    total_items: number;
+    completed_count: number;
+    failed_count: number;
+    remaining_count: number;
+    paused_reason: string | null;
+    created_at: string;
+    updated_at: string;
+  }[];
+  next_before: string | null;
+}
+
 export interface OperationWhere {
   conversation_id: string;
   status: string;
@@ -54,6 +70,12 @@ export interface OpspadHttpClient {
   callTool(conversationId: string, name: string, input: unknown, signal?: AbortSignal): Promise<HttpAnswer>;
   /** `GET /v1/conversations/:id/context`, with other conversations' open operations if asked. */
   context(conversationId: string, options: { others: boolean }, signal?: AbortSignal): Promise<ContextAnswer>;
+  /** `GET /v1/conversations/:id/operations`: a page of the conversation's operations, newest first. */
+  operations(
+    conversationId: string,
+    page: { before?: string; limit: number },
+    signal?: AbortSignal,
+  ): Promise<OperationsPageAnswer>;
   /** `GET /v1/operations/:id`: where an operation of the organization lives and its status (null: not found). */
   operation(operationId: string, signal?: AbortSignal): Promise<OperationWhere | null>;
   /** `POST /v1/operations/:id/approval`: the user's answer on an operation awaiting approval. */
@@ -154,6 +176,18 @@ export function createOpspadHttpClient(options: OpspadHttpOptions): OpspadHttpCl
       )) as ContextAnswer;
       if (typeof body?.text !== 'string' || !Array.isArray(body.operations)) {
         throw new OpspadHttpError('the context fragment has no text');
+      }
+      return body;
+    },
+    async operations(conversationId, { before, limit }, signal) {
+      const query = new URLSearchParams({ limit: String(limit), ...(before ? { before } : {}) });
+      const body = (await get(
+        `${conversation(conversationId)}/operations?${query}`,
+        'GET operations',
+        signal,
+      )) as OperationsPageAnswer;
+      if (!Array.isArray(body?.operations)) {
+        throw new OpspadHttpError('GET operations did not answer with {operations: [...]}');
       }
       return body;
     },

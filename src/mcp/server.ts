@@ -46,7 +46,6 @@ import {
   operationAppHtml,
 } from './operation-app.ts';
 import { type ConversationRouter, OPERATION_TOOL } from './session.ts';
-import { TaskAnswers } from './task-answers.ts';
 import { createOperationTaskStore } from './task-store.ts';
 
 export const CONTEXT_TOOL_NAME = WORKING_MEMORY_TOOL_NAME;
@@ -70,11 +69,6 @@ export interface OpspadMcpServerOptions {
   version: string;
   /** Diagnostics (never stdout: it carries the protocol). */
   log?: (message: string) => void;
-  /**
-   * Where the answers of task-augmented calls other than `create` are kept, and this session's
-   * key there (see task-store.ts); a store of the server's own by default.
-   */
-  taskAnswers?: { store: TaskAnswers; sessionKey: string };
   /**
    * Whether to ask the user (elicitation) before an operation above the approval threshold
    * starts; default true. `/mcp` passes false: its per-request servers cannot wait for a reply
@@ -120,12 +114,7 @@ function asTool(definition: ToolDefinition): Tool {
 
 export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
   const { client, router, log } = options;
-  const taskStore = createOperationTaskStore({
-    client,
-    router,
-    answers: options.taskAnswers?.store ?? new TaskAnswers(),
-    sessionKey: options.taskAnswers?.sessionKey ?? router.home,
-  });
+  const taskStore = createOperationTaskStore({ client, router });
   const server = new Server(
     { name: 'opspad', version: options.version },
     {
@@ -211,8 +200,11 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
       }
       await router.answered(name, call, answer.body);
       const body = answer.body as { operation_id?: unknown; status?: unknown } | null;
-      const isCreate = name === OPERATION_TOOL && (input as { action?: unknown } | undefined)?.action === 'create';
-      const created = isCreate && typeof body?.operation_id === 'string' ? body.operation_id : undefined;
+      // A create and a retry_failed each make an operation: both may await approval, and both
+      // called as a task answer that operation's task.
+      const action = (input as { action?: unknown } | undefined)?.action;
+      const makes = name === OPERATION_TOOL && (action === 'create' || action === 'retry_failed');
+      const created = makes && typeof body?.operation_id === 'string' ? body.operation_id : undefined;
       if (created && body?.status === 'awaiting_approval' && options.askApproval !== false && canAsk(server)) {
         const op = answer.body as AwaitingOperation;
         if (ask === 'later') {
@@ -240,7 +232,7 @@ export function createOpspadMcpServer(options: OpspadMcpServerOptions): Server {
     const operationTask = created ? await taskStore.operationTask(created, extra.signal) : null;
     // Asked once the task is answered; the answer moves the task on (or leaves it waiting).
     question?.().catch((error: unknown) => log?.(`asking the user failed: ${String(error)}`));
-    return { task: operationTask ?? taskStore.keepAnswer(result) };
+    return { task: operationTask ?? taskStore.answerTask(result) };
   };
 
   server.setRequestHandler(

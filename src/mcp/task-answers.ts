@@ -1,72 +1,80 @@
 /**
- * The answers of task-augmented calls that make no operation (a `progress` or `get` asked as a
- * task): they are complete when the task is created, so a client only needs to read them once.
- * Kept in memory for {@link ANSWER_TTL_MS}, at most {@link MAX_ANSWERS} per process, per session
- * key; expired ones are dropped when the store is next used (no timers: nothing keeps a process
- * alive, and nothing needs closing).
+ * The task of a call that made no operation (a `progress`, `get` or `update` asked as a task —
+ * the SDK's `callToolStream` asks for one on every call of a tool that supports tasks). Its
+ * answer is complete when the task is made, so the task id carries it: the result, deflated and
+ * base64url-encoded. Nothing is kept anywhere, so the task and its result are read back by any
+ * process that is asked — `opspad mcp` after a restart, any API process behind `/mcp` — for as
+ * long as the client holds the id; and whoever holds the id already holds the answer, so no
+ * session learns another's through it.
+ *
+ * An answer too large for an id ({@link MAX_ANSWER_ID_CHARS}) becomes an error result saying to
+ * make that call without a task. An id is decoded only within the same bounds, and what it
+ * decodes to must be a tool result.
  */
-import { randomUUID } from 'node:crypto';
-import type { CallToolResult, Task } from '@modelcontextprotocol/sdk/types.js';
+import { deflateRawSync, inflateRawSync } from 'node:zlib';
+import { type CallToolResult, CallToolResultSchema, type Task } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
 
-/** How long an answer stays readable through tasks/get and tasks/result. */
-export const ANSWER_TTL_MS = 5 * 60_000;
-/** The most answers a process keeps; the oldest go first. */
-export const MAX_ANSWERS = 10_000;
+const PREFIX = 'answer.';
+/** The longest task id made or read: well within a request of `/mcp` or a stdio line. */
+export const MAX_ANSWER_ID_CHARS = 256 * 1024;
+/** The most an id may inflate to. */
+const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
 
-interface Kept {
-  sessionKey: string;
-  task: Task;
-  result: CallToolResult;
-  expires: number;
+const Carried = z.object({ at: z.iso.datetime(), result: CallToolResultSchema });
+
+function encode(at: string, result: CallToolResult): string {
+  return PREFIX + deflateRawSync(JSON.stringify({ at, result })).toString('base64url');
 }
 
-export class TaskAnswers {
-  private readonly kept = new Map<string, Kept>();
+function taskOf(taskId: string, at: string, result: CallToolResult, pollInterval: number): Task {
+  return {
+    taskId,
+    status: result.isError ? 'failed' : 'completed',
+    // The answer lives as long as its id: nothing to expire.
+    ttl: null,
+    createdAt: at,
+    lastUpdatedAt: at,
+    pollInterval,
+  };
+}
 
-  /** Keeps `result` as a finished task of `sessionKey`, and returns the task. */
-  add(sessionKey: string, result: CallToolResult, pollInterval: number): Task {
-    this.prune();
-    const now = new Date();
-    const task: Task = {
-      taskId: `answer-${randomUUID()}`,
-      status: result.isError ? 'failed' : 'completed',
-      ttl: ANSWER_TTL_MS,
-      createdAt: now.toISOString(),
-      lastUpdatedAt: now.toISOString(),
-      pollInterval,
+/** The finished task carrying `result`. */
+export function answerTask(result: CallToolResult, pollInterval: number): Task {
+  const at = new Date().toISOString();
+  let taskId = encode(at, result);
+  if (taskId.length > MAX_ANSWER_ID_CHARS) {
+    const tooLarge: CallToolResult = {
+      content: [
+        {
+          type: 'text',
+          text: `This answer is too large to return as a task (${taskId.length} characters encoded, at most ${MAX_ANSWER_ID_CHARS}). Make the same call without a task, or with a smaller batch_size.`,
+        },
+      ],
+      isError: true,
     };
-    this.kept.set(task.taskId, { sessionKey, task, result, expires: now.getTime() + ANSWER_TTL_MS });
-    while (this.kept.size > MAX_ANSWERS) {
-      const oldest = this.kept.keys().next().value;
-      if (oldest === undefined) {
-        break;
-      }
-      this.kept.delete(oldest);
-    }
-    return { ...task };
+    taskId = encode(at, tooLarge);
+    return taskOf(taskId, at, tooLarge, pollInterval);
   }
+  return taskOf(taskId, at, result, pollInterval);
+}
 
-  get(sessionKey: string, taskId: string): { task: Task; result: CallToolResult } | null {
-    const kept = this.kept.get(taskId);
-    if (!kept || kept.sessionKey !== sessionKey || kept.expires <= Date.now()) {
+/** The task and result an answer's id carries; null when `taskId` is not one. */
+export function answerOf(taskId: string, pollInterval: number): { task: Task; result: CallToolResult } | null {
+  if (!taskId.startsWith(PREFIX) || taskId.length > MAX_ANSWER_ID_CHARS) {
+    return null;
+  }
+  try {
+    const json = inflateRawSync(Buffer.from(taskId.slice(PREFIX.length), 'base64url'), {
+      maxOutputLength: MAX_ANSWER_BYTES,
+    });
+    const carried = Carried.safeParse(JSON.parse(json.toString('utf8')));
+    if (!carried.success) {
       return null;
     }
-    return { task: { ...kept.task }, result: kept.result };
-  }
-
-  list(sessionKey: string): Task[] {
-    this.prune();
-    return [...this.kept.values()].filter((kept) => kept.sessionKey === sessionKey).map((kept) => ({ ...kept.task }));
-  }
-
-  private prune(): void {
-    const now = Date.now();
-    for (const [id, kept] of this.kept) {
-      // Insertion order is expiry order: stop at the first one still alive.
-      if (kept.expires > now) {
-        break;
-      }
-      this.kept.delete(id);
-    }
+    const { at, result } = carried.data;
+    return { task: taskOf(taskId, at, result, pollInterval), result };
+  } catch {
+    return null;
   }
 }

@@ -6,8 +6,11 @@
  * operation's (operation-task.ts), and cancelling it cancels the operation.
  *
  * Any other call of the operation tool made as a task (clients that know a tool supports tasks
- * may ask for one on every call) answers at once; its task and result are kept in `answers`
- * (task-answers.ts) for a few minutes, under this session's key only.
+ * may ask for one on every call) answers at once; its task id carries its answer
+ * (task-answers.ts), so it too is read back by any process, after any restart.
+ *
+ * `tasks/list` pages through the session's home conversation's operations, finished ones
+ * included (`GET /v1/conversations/:id/operations`, keyset-paged: the cursor is opspad's).
  *
  * A task id of another organization answers like an unknown one: opspad answers 404 for it.
  */
@@ -23,28 +26,26 @@ import {
   TASK_POLL_INTERVAL_MS,
 } from './operation-task.ts';
 import { type ConversationRouter, OPERATION_TOOL } from './session.ts';
-import type { TaskAnswers } from './task-answers.ts';
+import { answerOf, answerTask } from './task-answers.ts';
 
+/** Tasks per `tasks/list` page. */
+export const TASKS_PAGE = 50;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface OperationTaskStoreOptions {
   client: OpspadHttpClient;
   router: ConversationRouter;
-  /** Where answers of other calls are kept (shared by the sessions of a process). */
-  answers: TaskAnswers;
-  /** This session's key in `answers`: no session reads another's. */
-  sessionKey: string;
 }
 
 export interface OperationTaskStore extends TaskStore {
   /** The task of operation `operationId`, as `tasks/get` answers it (null: not found). */
   operationTask(operationId: string, signal?: AbortSignal): Promise<Task | null>;
-  /** Keeps the answer of a call that made no operation as a finished task of this session. */
-  keepAnswer(result: CallToolResult): Task;
+  /** The finished task of a call that made no operation: its id carries the answer. */
+  answerTask(result: CallToolResult): Task;
 }
 
 export function createOperationTaskStore(options: OperationTaskStoreOptions): OperationTaskStore {
-  const { client, router, answers, sessionKey } = options;
+  const { client, router } = options;
 
   /** The operation's `get` answer within the organization, or null. */
   async function source(taskId: string, signal?: AbortSignal): Promise<OperationTaskSource | null> {
@@ -68,7 +69,7 @@ export function createOperationTaskStore(options: OperationTaskStoreOptions): Op
     return answer.ok ? operationTaskSource(answer.body) : null;
   }
 
-  const answerOf = (taskId: string) => answers.get(sessionKey, taskId);
+  const answered = (taskId: string) => answerOf(taskId, TASK_POLL_INTERVAL_MS);
 
   return {
     async operationTask(operationId, signal) {
@@ -76,8 +77,8 @@ export function createOperationTaskStore(options: OperationTaskStoreOptions): Op
       return found ? operationTask(found) : null;
     },
 
-    keepAnswer(result) {
-      return answers.add(sessionKey, result, TASK_POLL_INTERVAL_MS);
+    answerTask(result) {
+      return answerTask(result, TASK_POLL_INTERVAL_MS);
     },
 
     async createTask() {
@@ -86,7 +87,7 @@ export function createOperationTaskStore(options: OperationTaskStoreOptions): Op
     },
 
     async getTask(taskId) {
-      const answer = answerOf(taskId);
+      const answer = answered(taskId);
       if (answer) {
         return answer.task;
       }
@@ -99,7 +100,7 @@ export function createOperationTaskStore(options: OperationTaskStoreOptions): Op
     },
 
     async getTaskResult(taskId) {
-      const answer = answerOf(taskId);
+      const answer = answered(taskId);
       if (answer) {
         return answer.result;
       }
@@ -113,7 +114,7 @@ export function createOperationTaskStore(options: OperationTaskStoreOptions): Op
     async updateTaskStatus(taskId, status) {
       // Only a cancel changes an operation from here; its other states are read from it. (An
       // answer is finished: the SDK refuses to change it before asking.)
-      if (status !== 'cancelled' || answerOf(taskId)) {
+      if (status !== 'cancelled' || answered(taskId)) {
         return;
       }
       const where = UUID.test(taskId) ? await client.operation(taskId) : null;
@@ -129,24 +130,21 @@ export function createOperationTaskStore(options: OperationTaskStoreOptions): Op
       }
     },
 
-    async listTasks() {
-      // The conversation's open operations and those this session made or named; then the
-      // answers. One page: the context lists a bounded number of operations.
-      const context = await client.context(router.home, { others: false });
-      const memory = router.memory();
-      const ids = new Set([
-        ...context.operations.map((operation) => operation.operation_id),
-        ...memory.homeOperations,
-        ...(memory.lastOperation ? [memory.lastOperation] : []),
-      ]);
-      const tasks: Task[] = [];
-      for (const id of ids) {
-        const found = await source(id);
+    async listTasks(cursor) {
+      // The home conversation's operations, finished ones included, newest first, a page at a
+      // time (the cursor is opspad's keyset); the first page also names the operation this
+      // session last made or named elsewhere (a create sent to a fresh conversation).
+      const page = await client.operations(router.home, { before: cursor, limit: TASKS_PAGE });
+      const tasks = page.operations.map(operationTask);
+      const last = cursor ? null : router.memory().lastOperation;
+      if (last && !page.operations.some((op) => op.operation_id === last)) {
+        const where = await client.operation(last);
+        const found = where && where.conversation_id !== router.home ? await source(last) : null;
         if (found) {
-          tasks.push(operationTask(found));
+          tasks.unshift(operationTask(found));
         }
       }
-      return { tasks: [...tasks, ...answers.list(sessionKey)] };
+      return { tasks, ...(page.next_before ? { nextCursor: page.next_before } : {}) };
     },
   };
 }

@@ -135,14 +135,15 @@ describe('notes scratchpad tool definitions', () => {
     }
   });
 
-  it('offers read_from_scratchpad: an optional persistent_notes string, nothing else', () => {
+  it('offers read_from_scratchpad: an optional persistent_notes string and page cursor, nothing else', () => {
     const tool = definitionOf(READ_TOOL_NAME);
     expect(tool.name).toBe('read_from_scratchpad');
     expect(tool.description).toContain('Scratchpad is empty.');
     expect(tool.input_schema).toMatchObject({ type: 'object', additionalProperties: false });
     expect(tool.input_schema).not.toHaveProperty('required');
     const properties = tool.input_schema.properties as Record<string, Record<string, unknown>>;
-    expect(Object.keys(properties)).toEqual(['persistent_notes']);
+    expect(Object.keys(properties)).toEqual(['persistent_notes', 'after']);
+    expect(properties.after).toMatchObject({ type: 'integer', minimum: 0 });
     expect(JSON.stringify(properties.persistent_notes)).toContain(`"maxLength":${MAX_NOTE_LENGTH}`);
     expect(typeof properties.persistent_notes?.description).toBe('string');
   });

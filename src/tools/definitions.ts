@@ -41,6 +41,7 @@ const WRITE_TOOL_DESCRIPTION = [
 const READ_TOOL_DESCRIPTION = [
   'Read every note of your scratchpad, persistent notes first. Check it before starting a task or a new step, to reuse what you already found.',
   'persistent_notes (optional) are standing instructions kept for the whole conversation, stored once and shown in every read.',
+  'A long scratchpad comes in pages: the answer then ends with the call for the next page (after).',
   'Answers "Scratchpad is empty." when there is nothing.',
 ].join(' ');
 

@@ -6,6 +6,8 @@
  */
 import {
   checkNoteInputSizes,
+  DEFAULT_NOTES_BOUNDS,
+  type NotesBounds,
   READ_TOOL_NAME,
   ReadFromScratchpadInput,
   readResultText,
@@ -32,20 +34,27 @@ function scopeFields(ctx: ToolCallContext) {
 /** OPSPAD_MAX_NOTE_BYTES, unless the caller says otherwise. */
 const DEFAULT_NOTE_BYTES = DEFAULT_SIZE_LIMITS.noteBytes;
 
+/** What the notes tools need beside the database: the note size and the scope's bounds. */
+export interface NotesToolDeps {
+  /** OPSPAD_MAX_NOTES_PER_SCOPE and OPSPAD_MAX_READ_BYTES; unset: their defaults. */
+  notesBounds?: NotesBounds;
+}
+
 export async function executeWriteToScratchpad(
   db: Database,
   ctx: ToolCallContext,
   raw: unknown,
   maxNoteBytes = DEFAULT_NOTE_BYTES,
+  bounds = DEFAULT_NOTES_BOUNDS,
 ): Promise<ToolResult> {
   const input = parseOrThrow(WriteToScratchpadInput, raw);
   checkNoteInputSizes(input, maxNoteBytes);
   const history = wantsHistory(input);
-  const view = await writeNote(db, notesScope(ctx), input.notes, { withHistory: history });
+  const page = await writeNote(db, notesScope(ctx), input.notes, { withHistory: history, bounds });
   return {
-    result: writeResultText(input.notes, view?.notes ?? null),
+    result: writeResultText(input.notes, page),
     ...scopeFields(ctx),
-    ...(view ? { note_count: view.notes.length } : {}),
+    ...(page ? { note_count: page.total, next_after: page.nextAfter } : {}),
   };
 }
 
@@ -54,14 +63,20 @@ export async function executeReadFromScratchpad(
   ctx: ToolCallContext,
   raw: unknown,
   maxNoteBytes = DEFAULT_NOTE_BYTES,
+  bounds = DEFAULT_NOTES_BOUNDS,
 ): Promise<ToolResult> {
   const input = parseOrThrow(ReadFromScratchpadInput, raw);
   checkNoteInputSizes(input, maxNoteBytes);
-  const view = await readNotes(db, notesScope(ctx), input.persistent_notes ?? null);
+  const page = await readNotes(db, notesScope(ctx), {
+    persistentNotes: input.persistent_notes ?? null,
+    after: input.after ?? 0,
+    bounds,
+  });
   return {
-    result: readResultText(view.notes),
+    result: readResultText(page),
     ...scopeFields(ctx),
-    note_count: view.notes.length,
-    persistent_note_added: view.persistentAdded,
+    note_count: page.total,
+    next_after: page.nextAfter,
+    persistent_note_added: page.persistentAdded,
   };
 }

@@ -28,15 +28,14 @@ import {
   pauserOfActor,
 } from '../domain/paused-by.ts';
 import { ITEMS_PRUNED_NOTE, itemsArePruned, itemsPrunedOutput } from '../domain/retention.ts';
-import { DEFAULT_SIZE_LIMITS, type SizeLimits } from '../domain/size-limits.ts';
-import { type FieldIssue, findDuplicates, parseOrThrow } from '../domain/validation.ts';
+import { DEFAULT_SIZE_LIMITS } from '../domain/size-limits.ts';
+import { findDuplicates, parseOrThrow } from '../domain/validation.ts';
 import {
   type ConversationScope,
   type CreateOperationParams,
   cancelOperation,
   completeOperation,
   createOperation,
-  type Database,
   failureGroups,
   getOperation,
   isUniqueViolation,
@@ -48,32 +47,11 @@ import {
   retryFailed,
   UNIQUE_INDEX,
 } from '../store/index.ts';
+import type { OperationToolDeps } from './operation-tool-deps.ts';
 
 export const OPERATION_TOOL_NAME = 'manage_assistant_operation';
 
-/** What the operation tool needs from the rest of opspad. */
-export interface OperationToolDeps {
-  db: Database;
-  /** OPSPAD_MAX_ITEMS: the largest operation a create may make. */
-  maxItems: number;
-  /** OPSPAD_MAX_QUERY_PARAMS_BYTES, OPSPAD_MAX_NOTE_BYTES, …: what one call may store. */
-  sizeLimits?: SizeLimits;
-  /** OPSPAD_MAX_ACTIVE_BACKGROUND: active background operations per organization. */
-  maxActiveBackground?: number;
-  /** OPSPAD_QUEUE_PREFIX: recorded on background operations (their reconciler's scope). */
-  queuePrefix?: string;
-  /** Whether a worker handler is registered for the type: then `background` is the default. */
-  hasHandler(operationType: string): boolean;
-  /**
-   * Problems with the query_params of a background operation of this type (its handler's
-   * checks, e.g. the webhook URL); any refuses the create before anything is stored.
-   */
-  checkQueryParams?(operationType: string, queryParams: Readonly<Record<string, unknown>>): readonly FieldIssue[];
-  /** Called after an operation became active (create, resume, retry), e.g. to dispatch work. */
-  onActivated?(operation: OperationRecord): Promise<void>;
-  /** Called after an operation was paused or cancelled, e.g. to abort batches in flight. */
-  onStopped?(operation: OperationRecord, reason: string): Promise<void>;
-}
+export type { OperationToolDeps };
 
 export interface ToolCallContext {
   scope: ConversationScope;
@@ -234,6 +212,7 @@ export function prepareCreate(
     maxParallelBatches: input.max_parallel_batches ?? OPERATION_DEFAULTS.maxParallelBatches,
     maxFailureRate: input.max_failure_rate ?? null,
     maxActiveBackground: deps.maxActiveBackground,
+    quota: deps.quota,
     queuePrefix: deps.queuePrefix,
     actor: ctx.actor,
   };
@@ -307,6 +286,7 @@ async function retry(deps: OperationToolDeps, ctx: ToolCallContext, input: Retry
     batchSize: input.batch_size ?? null,
     actor: ctx.actor,
     maxActiveBackground: deps.maxActiveBackground,
+    quota: deps.quota,
   });
   await deps.onActivated?.(operation);
   return createdResponse(operation, pausedOperationId, { retry_of: input.operation_id });

@@ -7,7 +7,13 @@ import type { ConversationScope } from '../store/index.ts';
 import { ATTR, inSpan } from '../telemetry/spans.ts';
 import { type ApprovalDecision, type DecidedOperation, decideApproval } from './approvals.ts';
 import { normalizeFlatInput } from './flat-input.ts';
-import { executeReadFromScratchpad, executeWriteToScratchpad, READ_TOOL_NAME, WRITE_TOOL_NAME } from './notes-tools.ts';
+import {
+  executeReadFromScratchpad,
+  executeWriteToScratchpad,
+  type NotesToolDeps,
+  READ_TOOL_NAME,
+  WRITE_TOOL_NAME,
+} from './notes-tools.ts';
 import {
   executeOperationTool,
   OPERATION_TOOL_NAME,
@@ -32,11 +38,13 @@ export interface ToolRegistry {
   ): Promise<DecidedOperation>;
 }
 
-export function createToolRegistry(deps: OperationToolDeps & ScratchpadToolDeps): ToolRegistry {
+export function createToolRegistry(deps: OperationToolDeps & ScratchpadToolDeps & NotesToolDeps): ToolRegistry {
   const tools: Record<string, (input: unknown, ctx: ToolCallContext) => Promise<ToolResult>> = {
     [OPERATION_TOOL_NAME]: (input, ctx) => executeOperationTool(deps, ctx, normalizeFlatInput(input)),
-    [WRITE_TOOL_NAME]: (input, ctx) => executeWriteToScratchpad(deps.db, ctx, input, deps.sizeLimits?.noteBytes),
-    [READ_TOOL_NAME]: (input, ctx) => executeReadFromScratchpad(deps.db, ctx, input, deps.sizeLimits?.noteBytes),
+    [WRITE_TOOL_NAME]: (input, ctx) =>
+      executeWriteToScratchpad(deps.db, ctx, input, deps.sizeLimits?.noteBytes, deps.notesBounds),
+    [READ_TOOL_NAME]: (input, ctx) =>
+      executeReadFromScratchpad(deps.db, ctx, input, deps.sizeLimits?.noteBytes, deps.notesBounds),
     [UPDATE_SCRATCHPAD_TOOL]: (input, ctx) => executeUpdateScratchpad(deps, ctx, input),
   };
   const names = Object.keys(tools);

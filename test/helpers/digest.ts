@@ -17,6 +17,7 @@ const TABLES: Record<string, { owner: string; join?: string }> = {
   organization: { owner: 't.id' },
   api_key: { owner: 't.organization_id' },
   organization_webhook_secret: { owner: 't.organization_id' },
+  organization_quota: { owner: 't.organization_id' },
   assistant_conversation: { owner: 't.organization_id' },
   assistant_operation: { owner: 't.organization_id' },
   assistant_operation_item: {

@@ -175,6 +175,41 @@ describe('approvals', () => {
     expect(after).not.toContain(`/admin/approvals/${held.operation_id}/approve`);
   });
 
+  it('holds a retry_failed above the threshold for approval like a create', async () => {
+    const retryConversation = '7a0c1c1e-2f0b-4c55-9a0e-000000000034';
+    const held = await createBackground(ids(12, 'bad-r'), retryConversation);
+    expect(held.status).toBe('awaiting_approval');
+    expect((await admin(`/admin/approvals/${held.operation_id}/approve`, { method: 'POST' })).status).toBe(200);
+    await expect.poll(() => statusOf(held.operation_id), { timeout: 30_000 }).toBe('completed');
+    expect(await itemStatuses(held.operation_id)).toEqual({ failed: 12 });
+
+    // 12 failed items retried: above 10, so a person approves the retry first.
+    const retried = await tenant.op(retryConversation, { action: 'retry_failed', operation_id: held.operation_id });
+    expect(retried.status).toBe(200);
+    const retry = retried.body as { operation_id: string; status: string; total_items: number };
+    expect(retry).toMatchObject({ status: 'awaiting_approval', total_items: 12 });
+    expect(await itemStatuses(retry.operation_id)).toEqual({ pending: 12 });
+    const progress = await tenant.op(retryConversation, { action: 'progress', operation_id: retry.operation_id });
+    expect(progress.body.batch).toEqual([]);
+    expect(progress.body.next).toMatch(/awaits the user's approval/);
+    expect(await itemStatuses(retry.operation_id)).toEqual({ pending: 12 });
+
+    const approved = await admin(`/admin/approvals/${retry.operation_id}/approve`, { method: 'POST' });
+    expect(approved.body.status).toBe('active');
+    await expect.poll(() => statusOf(retry.operation_id), { timeout: 30_000 }).toBe('completed');
+    expect(await itemStatuses(retry.operation_id)).toEqual({ failed: 12 });
+    expect(await events(retry.operation_id)).toContainEqual({ kind: 'approved', actor: 'operator:admin' });
+
+    // At the threshold or below, a retry runs at once.
+    const small = await createBackground(['bad-s1', 'bad-s2'], '7a0c1c1e-2f0b-4c55-9a0e-000000000035');
+    await expect.poll(() => statusOf(small.operation_id), { timeout: 30_000 }).toBe('completed');
+    const smallRetry = await tenant.op('7a0c1c1e-2f0b-4c55-9a0e-000000000035', {
+      action: 'retry_failed',
+      operation_id: small.operation_id,
+    });
+    expect(smallRetry.body.status).toBe('active');
+  });
+
   it('refuses bad input, foreign origins and unknown ids, changing nothing', async () => {
     const held = await createBackground(ids(11, 'x-'));
     const crossSite = await admin(`/admin/approvals/${held.operation_id}/approve`, {

@@ -93,6 +93,7 @@ describe('opspad --help, --version and usage errors', () => {
         'webhooks',
         'webhooks secret',
         'orgs',
+        'orgs limits',
         'orgs policy',
         'demo',
         'ops',

@@ -3,7 +3,7 @@
  * `opspad mcp` makes the server ask the user (an MCP elicitation, answered by the SDK's own
  * Client) before it answers. While the question is open the operation awaits approval and its
  * task reads `input_required`; yes starts it (to exact counts), no cancels it; the audit trail
- * names the user through the key.
+ * names the user through the key. A `retry_failed` above the threshold asks the same way.
  */
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -17,13 +17,22 @@ import {
   type ElicitResult,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineHandler } from '../../src/handlers/types.ts';
+import { defineHandler, ItemError } from '../../src/handlers/types.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
 const TOOL = 'manage_assistant_operation';
 const TYPE = 'consent_sms';
-const sender = defineHandler({ type: TYPE, batchSize: 5, handle: async (itemId) => ({ sent: itemId }) });
+const sender = defineHandler({
+  type: TYPE,
+  batchSize: 5,
+  async handle(itemId) {
+    if (itemId.startsWith('bad-')) {
+      throw new ItemError('no phone');
+    }
+    return { sent: itemId };
+  },
+});
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
 
 interface Asked {
@@ -140,6 +149,35 @@ describe('consent through MCP elicitation', () => {
     expect(json(result)).toMatchObject({ status: 'cancelled', completed_count: 0 });
     expect(asked.map((question) => question.taskStatus)).toEqual(['input_required', 'input_required']);
     expect(await statusOf(task.taskId)).toBe('cancelled');
+  });
+
+  it('asks before a retry_failed above the threshold, like a create', async () => {
+    const asked: Asked[] = [];
+    const client = await userClient({ action: 'accept', content: { send: true } }, asked);
+    const first = json(
+      (await client.callTool({
+        name: TOOL,
+        arguments: { action: 'create', operation_type: TYPE, total_items: 12, item_ids: ids(12, 'bad') },
+      })) as CallToolResult,
+    );
+    const firstId = String(first.operation_id);
+    const done = (await client.experimental.tasks.getTaskResult(firstId, CallToolResultSchema, {
+      timeout: 50_000,
+    })) as CallToolResult;
+    expect(json(done)).toMatchObject({ status: 'completed', completed_count: 0, failed_count: 12 });
+
+    const retried = json(
+      (await client.callTool({
+        name: TOOL,
+        arguments: { action: 'retry_failed', operation_id: firstId },
+      })) as CallToolResult,
+    );
+    expect(retried).toMatchObject({ status: 'active', total_items: 12, approval: 'The user approved it: it runs.' });
+    expect(asked.map((question) => question.message)).toEqual([
+      `Send 12 items for operation ${firstId} (${TYPE})? Your organization asks a person to approve operations of this size.`,
+      `Send 12 items for operation ${retried.operation_id} (${TYPE})? Your organization asks a person to approve operations of this size.`,
+    ]);
+    expect(asked[1]?.status).toBe('awaiting_approval');
   });
 
   it('asks nothing over /mcp, whose per-request servers cannot wait for the reply', async () => {

@@ -14,6 +14,9 @@
  * - An operator's pause reaches the model as an operator's pause.
  */
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -156,6 +159,26 @@ describe('opspad mcp over stdio', () => {
     });
     expect(mcp.client.getInstructions()).toContain('read_working_memory');
     expect(mcp.stderr.join('')).toContain('serving a session of its own');
+  });
+
+  it('reads the key from --key-file, and warns when --key puts it in the process list', async () => {
+    const folder = mkdtempSync(join(tmpdir(), 'opspad-mcp-key-'));
+    const keyFile = join(folder, 'key');
+    writeFileSync(keyFile, `${tenant.apiKey}\n`, { mode: 0o600 });
+    try {
+      const withoutEnv = { OPSPAD_URL: harness.url };
+      const fromFile = await startSession(withoutEnv, ['--key-file', keyFile]);
+      sessions.push(fromFile);
+      expect(await fromFile.memory()).toBeTruthy();
+      expect(fromFile.stderr.join('')).not.toContain('process list');
+
+      const fromArgument = await startSession(withoutEnv, ['--key', tenant.apiKey]);
+      sessions.push(fromArgument);
+      expect(await fromArgument.memory()).toBeTruthy();
+      expect(fromArgument.stderr.join('')).toContain('--key puts the API key in the process list');
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+    }
   });
 
   it('gives each session its own conversation: two create operations that stay active side by side', async () => {

@@ -50,7 +50,13 @@ describe('the OpenAPI document', () => {
     const toolPaths = DOCUMENTED_TOOLS.map((name) => `POST /v1/conversations/{conversationId}/tools/${name}`);
     expect(documentedOperations(document)).toEqual([...new Set([...fromRouter, ...toolPaths])].sort());
     // The other mounts are the operator pages' routers, whose routes are listed above.
-    expect(registered.mounts).toEqual(['/admin/approvals', '/admin/operations', '/admin/queues', '/metrics']);
+    expect(registered.mounts).toEqual([
+      '/admin/approvals',
+      '/admin/operations',
+      '/admin/organizations',
+      '/admin/queues',
+      '/metrics',
+    ]);
   });
 
   it('prints the same document with opspad openapi print, without any setting', async () => {
@@ -141,6 +147,7 @@ describe('real requests and answers against the document (postgres)', () => {
     const retried = await client.operations.retryFailed(conversation, { operation_id: id });
     await client.operations.cancel(conversation, { operation_id: retried.operation_id });
     await client.operations.status(id);
+    await client.operations.list(conversation, { limit: 2 });
     await settle(client.operations.status(randomUUID()));
     await client.operations.finished(id);
     await settle(client.tools.call(conversation, 'no_such_tool' as never, {}));
@@ -206,6 +213,17 @@ describe('real requests and answers against the document (postgres)', () => {
     await record(`${harness.url}/admin/operations/${id}`, { headers: admin });
     await record(`${harness.url}/admin/operations/${id}/cancel`, { headers: admin });
     await record(`${harness.url}/admin/operations/assets/operator-view.js`, { headers: admin });
+    const [organization] = await harness.db.query<{ name: string }>('SELECT name FROM organization WHERE id = $1', [
+      tenant.organizationId,
+    ]);
+    const limitsUrl = `${harness.url}/admin/organizations/${encodeURIComponent(organization?.name ?? '')}/limits`;
+    await record(limitsUrl, { headers: admin });
+    await record(`${harness.url}/admin/organizations/nobody/limits`, { headers: admin });
+    await record(limitsUrl, {
+      method: 'PUT',
+      headers: { ...admin, 'content-type': 'application/json' },
+      body: JSON.stringify({ max_open_operations: 500 }),
+    });
     // A live page's stream: its answer starts, then the page goes away.
     const live = await record(`${harness.url}/admin/operations/stream?ids=${id}&audit_after=0`, { headers: admin });
     await live.body?.cancel();

@@ -136,7 +136,9 @@ defineHandler({ type: 'x', concurency: 2, async handle() {} });
 const client = createClient({ baseUrl: 'http://127.0.0.1:1', apiKey: 'k' });
 // @ts-expect-error: total_items is a number.
 void client.operations.create('c', { operation_type: 'x', total_items: '2', item_ids: ['a'] });
-export async function statusOf(id: string): Promise<'active' | 'paused' | 'completed' | 'cancelled'> {
+export async function statusOf(
+  id: string,
+): Promise<'active' | 'awaiting_approval' | 'paused' | 'completed' | 'cancelled'> {
   return (await client.operations.status(id)).status;
 }
 `;

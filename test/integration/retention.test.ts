@@ -334,4 +334,23 @@ describe.each(ENGINES)('retention of finished operations (%s)', (engine) => {
     expect(await h.eventKinds(old.operationId)).toEqual(['created', 'completed']);
     expect(await h.eventKinds(recent.operationId)).toEqual(['created', 'batch_recorded', 'completed']);
   });
+
+  it("gives an organization's stored items back to its quota once their rows are deleted", async () => {
+    const own = await harness.newTenant();
+    const mine = helpers(harness, own);
+    const storedItems = async () =>
+      (
+        await harness.db.query<{ n: number }>(
+          'SELECT stored_items::int AS n FROM organization_quota WHERE organization_id = $1',
+          [own.organizationId],
+        )
+      )[0]?.n;
+    const old = await mine.finished(30);
+    await mine.finished(12, {}, 'none');
+    expect(await storedItems()).toBe(42);
+    await mine.backdate(old.operationId);
+    await mine.pass();
+    expect(await mine.itemRows(old.operationId)).toEqual([]);
+    expect(await storedItems()).toBe(12);
+  });
 });

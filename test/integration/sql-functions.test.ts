@@ -31,15 +31,19 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are six, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are ten, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
+      'opspad_cursor_forward',
       'opspad_delete_operation_items',
       'opspad_lease_items',
       'opspad_lease_step',
+      'opspad_lease_usual',
+      'opspad_pending_items',
       'opspad_record_lease_step',
       'opspad_record_owned',
       'opspad_record_step',
+      'opspad_record_usual',
     ]);
     for (const file of files) {
       expect(normalizeFunctionDef(file.text).startsWith(`CREATE OR REPLACE FUNCTION ${file.name}(`), file.path).toBe(

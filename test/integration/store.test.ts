@@ -63,6 +63,7 @@ describe.each(ENGINES)('the store on %s', (engine) => {
       'oauth_token',
       'operation_event',
       'organization',
+      'organization_quota',
       'organization_webhook_secret',
       'retention_watermark',
       'scratchpad',
@@ -79,6 +80,7 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     expect(byName.idx_assistant_operation_org_active).toMatch(
       /btree \(organization_id, status\) WHERE \(\(status\)::text = 'active'::text\)/,
     );
+    expect(byName.idx_assistant_operation_org_open).toMatch(/btree \(organization_id\) WHERE \(\(status\)::text = ANY/);
     expect(byName.uq_assistant_operation_one_active).toMatch(
       /UNIQUE INDEX .* btree \(conversation_id, organization_id\) WHERE \(\(status\)::text = 'active'/,
     );
@@ -115,7 +117,7 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     expect(left).toEqual([]);
   });
 
-  it("creates an assistant's operation in one statement, pausing the active one, and a large one by COPY", async () => {
+  it("creates an assistant's operation in one transaction, pausing the active one, and a large one by COPY", async () => {
     const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
     const scope = { organizationId: organization_id, conversationId: randomUUID() };
     const params = (itemIds: string[]) => ({
@@ -128,10 +130,11 @@ describe.each(ENGINES)('the store on %s', (engine) => {
       actor: 'test',
     });
     const { db: counted, statements } = counting(db);
+    // BEGIN, the conversation's lock, the quota, the create, COMMIT.
     const first = await createOperation(counted, scope, params(ids(30)));
-    expect(statements()).toBe(1); // one statement, committed where it runs
+    expect(statements()).toBe(5);
     const second = await createOperation(counted, scope, params(ids(30)));
-    expect(statements()).toBe(2);
+    expect(statements()).toBe(10);
     expect(second.pausedOperationId).toBe(first.operation.id);
 
     const large = await createOperation(db, scope, params(ids(1_500)));

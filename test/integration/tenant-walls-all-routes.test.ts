@@ -190,6 +190,7 @@ const ROUTE_ATTACKS: Record<string, (w: World) => Attack[]> = {
     TOOL_NAMES.flatMap((name) => (TOOL_ATTACKS[name] ?? (() => []))(w)),
   'GET /v1/conversations/:conversationId/context': (w) => [conversationAttack('GET', w, '/context')],
   'GET /v1/conversations/:conversationId/context-renders': (w) => [conversationAttack('GET', w, '/context-renders')],
+  'GET /v1/conversations/:conversationId/operations': (w) => [conversationAttack('GET', w, '/operations')],
   'GET /v1/conversations/:conversationId/scratchpad': (w) => [conversationAttack('GET', w, '/scratchpad')],
   'PUT /v1/conversations/:conversationId/scratchpad': (w) => [
     conversationAttack('PUT', w, '/scratchpad', { expected_version: 1, scratchpad: { goals: [{ text: 'mine now' }] } }),
@@ -302,8 +303,10 @@ const OPERATOR_ROUTES = [
   'PUT /admin/approvals/policy/:organization',
   'POST /admin/approvals/:operationId/:decision',
   'GET /metrics',
+  'GET /admin/organizations/:name/limits',
+  'PUT /admin/organizations/:name/limits',
 ];
-const OPERATOR_MOUNTS = ['/admin/approvals', '/admin/operations', '/admin/queues', '/metrics'];
+const OPERATOR_MOUNTS = ['/admin/approvals', '/admin/operations', '/admin/organizations', '/admin/queues', '/metrics'];
 /**
  * MCP over Streamable HTTP and its metadata: their walls (another organization's session or
  * operation answers byte for byte as a random id) are test/integration/mcp-http.test.ts's.
@@ -562,6 +565,7 @@ describe.each(ENGINES)('tenant walls on every route on %s', (engine: Engine) => 
       { method: 'GET', path: '/admin/operations' },
       { method: 'GET', path: `/admin/operations/${w.a.paused}` },
       { method: 'POST', path: `/admin/operations/${w.a.active}/cancel` },
+      { method: 'PUT', path: '/admin/organizations/victim/limits' },
     ];
 
     it('answer 401 without credentials, with an API key as Bearer, and with a wrong password', async () => {

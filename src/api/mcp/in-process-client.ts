@@ -7,10 +7,16 @@
  */
 import { AppError, errorBody, httpStatusOf } from '../../domain/errors.ts';
 import type { HttpAnswer, OpspadHttpClient } from '../../mcp/http-client.ts';
-import { type Database, getOperationInOrganization, type Principal } from '../../store/index.ts';
+import {
+  type Database,
+  getOperationInOrganization,
+  listConversationOperations,
+  type Principal,
+} from '../../store/index.ts';
 import { buildContextFragment, type ContextBudgets } from '../../tools/context-fragment.ts';
 import { toolDefinitions } from '../../tools/definitions.ts';
 import type { ToolRegistry } from '../../tools/registry.ts';
+import { conversationOperationsAnswer } from '../routes/operations.ts';
 
 export interface InProcessDeps {
   db: Database;
@@ -50,6 +56,11 @@ export function inProcessClient(deps: InProcessDeps, principal: Principal, baseU
         otherConversations: others,
       });
       return fragment;
+    },
+    async operations(conversationId, page) {
+      return conversationOperationsAnswer(
+        await listConversationOperations(deps.db, { organizationId, conversationId }, page),
+      );
     },
     decideApproval(operationId, decision) {
       return answer(async () => {

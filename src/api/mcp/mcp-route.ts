@@ -25,7 +25,6 @@ import { AppError } from '../../domain/errors.ts';
 import type { Logger } from '../../logger.ts';
 import { createOpspadMcpServer } from '../../mcp/server.ts';
 import { type ConversationRouter, createConversationRouter } from '../../mcp/session.ts';
-import { TaskAnswers } from '../../mcp/task-answers.ts';
 import {
   closeMcpSession,
   findMcpSession,
@@ -108,8 +107,6 @@ function sessionRouter(
 export function mcpRouter(deps: McpRouteDeps): Router {
   const router = Router();
   const { db } = deps;
-  // Answers of task-augmented calls that made no operation, per session (src/mcp/task-store.ts).
-  const taskAnswers = new TaskAnswers();
 
   const openSession = async (req: Request, organizationId: string, init: InitializeRequest): Promise<McpSessionRow> => {
     const pinned = pinnedConversation(req);
@@ -182,7 +179,6 @@ export function mcpRouter(deps: McpRouteDeps): Router {
       router: conversations,
       version,
       log: (message) => deps.logger.warn({ mcp_session: id }, message),
-      taskAnswers: { store: taskAnswers, sessionKey: `${organizationId}:${id}` },
       askApproval: false,
     });
     // Stateless: this transport serves this one request; the session is the row.

@@ -94,7 +94,13 @@ export function docsRouter(): Router {
     res.set('access-control-allow-origin', '*').type('application/json').send(document);
   });
 
-  router.get(DOCS_PATH, (_req, res) => {
+  router.get(DOCS_PATH, (req, res) => {
+    // Express answers /docs/ here too, where the page's relative asset URLs would resolve to
+    // /docs/docs/assets/…: send the browser to /docs (relative, so a proxy's prefix stays).
+    if (req.path.endsWith('/')) {
+      res.redirect(301, '../docs');
+      return;
+    }
     res.set('content-security-policy', DOCS_CSP).set('x-content-type-options', 'nosniff').type('html').send(PAGE);
   });
 

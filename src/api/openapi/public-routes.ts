@@ -1,6 +1,7 @@
 /** The routes outside /v1: health, this document and its page, and the operator pages. */
 import { z } from 'zod';
 import { Liveness, Readiness, ServiceIndex } from '../../domain/conversation-output.ts';
+import { LimitsBody, LimitsParams, OrganizationLimits } from '../routes/admin-limits.ts';
 import {
   ACTIONS as OPERATOR_ACTIONS,
   ActionForm as OperatorActionForm,
@@ -193,5 +194,29 @@ export const OPERATOR_ROUTES: RouteSpec[] = [
       },
     },
     errors: ['unauthorized', 'validation_failed', 'not_found', 'operation_finished', 'operation_not_active'],
+  },
+  {
+    method: 'get',
+    path: '/admin/organizations/:name/limits',
+    operationId: 'organization_limits',
+    summary: "An organization's quota: stored items and open operations, its own limits and those in force",
+    tag: 'Operator',
+    auth: 'operator',
+    params: LimitsParams,
+    responses: { 200: { description: 'The quota.', json: { name: 'OrganizationLimits', schema: OrganizationLimits } } },
+    errors: ['unauthorized', 'validation_failed', 'not_found'],
+  },
+  {
+    method: 'put',
+    path: '/admin/organizations/:name/limits',
+    operationId: 'set_organization_limits',
+    summary: "Sets an organization's own quota (a number) or returns it to the deployment's (null)",
+    description: 'JSON only (`application/json`); refused in read-only mode (OPSPAD_ADMIN_READONLY).',
+    tag: 'Operator',
+    auth: 'operator',
+    params: LimitsParams,
+    body: { name: 'OrganizationLimitsChange', schema: LimitsBody, required: true },
+    responses: { 200: { description: 'The quota.', json: { name: 'OrganizationLimits', schema: OrganizationLimits } } },
+    errors: ['unauthorized', 'validation_failed', 'not_found', 'forbidden'],
   },
 ];

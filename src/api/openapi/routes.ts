@@ -20,13 +20,13 @@ import {
   TracesPage,
 } from '../../domain/conversation-output.ts';
 import { RESULT_MEDIA_TYPES, ResultsQuery } from '../../domain/item-results.ts';
-import { OperationProgress } from '../../domain/operation-output.ts';
+import { ConversationOperationsPage, OperationProgress } from '../../domain/operation-output.ts';
 import { PadSettingsInput, PutScratchpadBody, ReorganizeBody } from '../../domain/scratchpad-input.ts';
 import { TOOL_FORMATS } from '../../tools/formats.ts';
 import { ConversationParams as conversation } from '../params.ts';
 import { DecidedOutput } from '../routes/admin-approvals.ts';
 import { Params as ExecutionParams, CreateBody as StartExecutionBody, TracesQuery } from '../routes/executions.ts';
-import { Params as OperationParams } from '../routes/operations.ts';
+import { Params as OperationParams, OperationsPageQuery } from '../routes/operations.ts';
 import { Page } from '../routes/scratchpad.ts';
 import { UserApprovalBody } from '../routes/user-approval.ts';
 import { APPROVAL_ROUTES } from './approval-routes.ts';
@@ -213,6 +213,25 @@ const V1_ROUTES: RouteSpec[] = [
     query: TracesQuery,
     responses: { 200: { description: 'A page of traces.', json: { name: 'TracesPage', schema: TracesPage } } },
     errors: [...V1_ERRORS, 'validation_failed', 'not_found'],
+  },
+  {
+    method: 'get',
+    path: '/v1/conversations/:conversationId/operations',
+    operationId: 'list_conversation_operations',
+    summary: 'A conversation’s operations, finished ones included, newest first',
+    description:
+      'One keyset page: pass `next_before` as `before` for the next. What an MCP client’s `tasks/list` pages through. A conversation not used yet answers an empty page.',
+    tag: 'Operations',
+    auth: 'apiKey',
+    params: conversation,
+    query: OperationsPageQuery,
+    responses: {
+      200: {
+        description: 'One page.',
+        json: { name: 'ConversationOperationsPage', schema: ConversationOperationsPage },
+      },
+    },
+    errors: [...V1_ERRORS, 'validation_failed'],
   },
   {
     method: 'get',

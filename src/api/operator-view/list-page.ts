@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { OPERATION_STATUS } from '../../domain/operation.ts';
-import type { OperatorListFilter, OperatorListPage } from '../../store/index.ts';
+import type { OperatorListFilter, OperatorListPage, OrganizationQuota } from '../../store/index.ts';
 import { count, escapeHtml, OPERATIONS_PAGE_PATH, page, query } from './html.ts';
 import { operationRow, operationTable } from './operation-row.ts';
 
@@ -102,14 +102,29 @@ function streamUrl(q: ListQuery, result: OperatorListPage): string {
   })}`;
 }
 
-export function listPage(q: ListQuery, result: OperatorListPage, readOnly: boolean): string {
+/** One organization's quota, above its operations: what it uses, its limits and where they come from. */
+function quotaLine(quota: OrganizationQuota | null | undefined): string {
+  if (!quota) {
+    return '';
+  }
+  const source = (own: number | null, variable: string) => (own === null ? `default, ${variable}` : 'set for it');
+  return `<p class="quota">Quota: <b>${count(quota.stored_items)}</b> of ${count(quota.limits.stored_items)} stored items (${source(quota.max_stored_items, 'OPSPAD_MAX_STORED_ITEMS')}), <b>${count(quota.open_operations)}</b> of ${count(quota.limits.open_operations)} open operations (${source(quota.max_open_operations, 'OPSPAD_MAX_OPEN_OPERATIONS')}). <span class="muted">Change with opspad orgs limits --org &lt;name&gt; or PUT /admin/organizations/&lt;name&gt;/limits.</span></p>`;
+}
+
+/** The list page; `quota`: the organization's, when the list is filtered to one. */
+export function listPage(
+  q: ListQuery,
+  result: OperatorListPage,
+  readOnly: boolean,
+  quota?: OrganizationQuota | null,
+): string {
   const readOnlyNote = readOnly
     ? '<p class="muted">Read-only (OPSPAD_ADMIN_READONLY): operations cannot be paused, resumed or cancelled here.</p>'
     : '';
   const newest = `${OPERATIONS_PAGE_PATH}${query(filterParams(q))}`;
   return page(
     'opspad · operations',
-    `<h1>Operations</h1>${readOnlyNote}${searchForm(q)}
+    `<h1>Operations</h1>${readOnlyNote}${quotaLine(quota)}${searchForm(q)}
 <div id="newer" class="notice" hidden><span class="n">0</span> newer operation(s) match. <a href="${newest}">Show the newest</a></div>
 ${pager(q, result)}
 ${operationTable(

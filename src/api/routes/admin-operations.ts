@@ -27,6 +27,8 @@ import {
   getOperatorItem,
   getOperatorOperation,
   listOperatorOperations,
+  organizationLimits,
+  type QuotaDefaults,
 } from '../../store/index.ts';
 import type { ToolRegistry } from '../../tools/registry.ts';
 import { assertOperatorMayChange } from '../operator-guard.ts';
@@ -81,6 +83,8 @@ export function adminOperationsRouter(deps: {
   adminUser: string;
   /** OPSPAD_ADMIN_READONLY */
   readOnly: boolean;
+  /** The deployment's quotas, shown beside an organization's own. */
+  quota: QuotaDefaults;
   /** How often live pages read the database, and the heartbeat of their streams. */
   stream: { pollMs: number; heartbeatMs: number };
   /** False once the server is shutting down (live pages' streams end). */
@@ -96,8 +100,11 @@ export function adminOperationsRouter(deps: {
       : q.newer_than
         ? { operationId: q.newer_than, direction: 'newer' as const }
         : undefined;
-    const result = await listOperatorOperations(deps.db, filterOf(q), { limit: q.limit, from });
-    res.type('html').send(listPage(q, result, deps.readOnly));
+    const [result, quota] = await Promise.all([
+      listOperatorOperations(deps.db, filterOf(q), { limit: q.limit, from }),
+      q.org ? organizationLimits(deps.db, q.org, {}, deps.quota) : null,
+    ]);
+    res.type('html').send(listPage(q, result, deps.readOnly, quota));
   });
 
   router.get(SCRIPT_PATH.slice(OPERATIONS_PAGE_PATH.length), (_req, res) => {

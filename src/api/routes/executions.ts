@@ -69,14 +69,14 @@ function traceBody(trace: TraceRecord) {
   };
 }
 
-export function executionsRouter(db: Database): Router {
+export function executionsRouter(db: Database, maxRunning?: number): Router {
   const router = Router();
 
   router.post('/conversations/:conversationId/executions', async (req, res) => {
     const conversationId = conversationIdOf(req.params);
     parseOrThrow(CreateBody, req.body, 'body');
     const { organizationId } = principalOf(res);
-    const execution = await createExecution(db, { organizationId, conversationId });
+    const execution = await createExecution(db, { organizationId, conversationId }, maxRunning);
     const { ended_at: _ended, ...body } = executionBody(execution);
     res.status(201).json(body);
   });

@@ -16,6 +16,7 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { isRetryableConflict } from './pg-errors.ts';
 import { preparedName } from './prepared.ts';
 import { pgConnectionConfig } from './primary-locator.ts';
+import { makePrivate, PRIVATE_FOLDER_MODE } from './private-files.ts';
 
 export type Row = Record<string, unknown>;
 
@@ -256,12 +257,14 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
  */
 export async function createPgliteDatabase(dataDir?: string): Promise<Database & { pglite: PGlite }> {
   if (dataDir !== undefined) {
-    mkdirSync(dataDir, { recursive: true });
+    mkdirSync(dataDir, { recursive: true, mode: PRIVATE_FOLDER_MODE });
   }
   // Loaded only here: a process on Postgres (every worker) never pays for the embedded engine's
   // module, about 40 MB of RSS once compiled (npm run bench, worker_peak_rss_mb).
   const { PGlite } = await import('@electric-sql/pglite');
   const pglite = await PGlite.create(dataDir);
+  const secure = () => (dataDir === undefined ? undefined : makePrivate(dataDir));
+  secure();
   const run = async <R extends object>(target: Pick<PGlite, 'query'>, text: string, params?: readonly unknown[]) =>
     (await target.query<R>(text, params as unknown[] | undefined)).rows;
 
@@ -274,7 +277,10 @@ export async function createPgliteDatabase(dataDir?: string): Promise<Database &
         pglite.transaction((pgliteTx) => fn({ query: (text, params) => run(pgliteTx, text, params), copyIn: null })),
       ),
     withTryLock: (_key, fn) => fn(),
-    close: () => pglite.close(),
+    close: async () => {
+      await pglite.close();
+      secure();
+    },
   };
 }
 

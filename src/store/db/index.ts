@@ -15,3 +15,4 @@ export * from './db.ts';
 export * from './lock-keys.ts';
 export * from './migrate.ts';
 export * from './pg-errors.ts';
+export * from './private-files.ts';

@@ -26,6 +26,8 @@ export const XACT_LOCK_CLASS = {
   circuitBreaker: 73032,
   /** Subject: `<organization>:<conversation>` ("note" in ASCII). */
   persistentNotes: 0x6e6f7465,
+  /** Subject: `<organization>:<conversation>`: writes to its own notes (the scope's cap). */
+  conversationNotes: 0x6e6f7466,
 } as const;
 
 /**

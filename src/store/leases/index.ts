@@ -14,6 +14,10 @@
  * in ordinal order) and the lease rows → the events, the spent lease rows and the operation
  * row's update, last, in one statement just before commit (operation-tail.ts).
  *
+ * Each rule has one home (docs/architecture.md, "Who decides a lease or a record"): the
+ * usual-case conditions and the "no batch" count are functions under sql/ that both paths use;
+ * renewal, reclaim, the breaker and the id-by-id record belong to the general transactions.
+ *
  * - step-calls.ts: the usual lease and record as one server-side call each
  * - sql/: those server-side functions, each in its file (its current definition)
  * - operation-lease.ts, operation-record.ts: the general transactions

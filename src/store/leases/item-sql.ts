@@ -16,8 +16,23 @@
  * the number of the lease's ordinals still pending. Lock order within a statement: item rows,
  * then the lease row.
  */
-import type { ItemStatus } from '../../domain/operation.ts';
+import type { ItemStatus, OperationRecord } from '../../domain/operation.ts';
+import {
+  ITEM_ABANDONED,
+  ITEM_COMPLETED,
+  ITEM_FAILED,
+  ITEM_LEASABLE,
+  ITEM_SHOWN_LEASED,
+} from '../../domain/operation-lifecycle.ts';
 import type { Queryable } from '../db/db.ts';
+import { sqlLiteral } from '../db/sql-literal.ts';
+
+// The item statuses, from the lifecycle's one list (domain/operation-lifecycle.ts).
+const PENDING = sqlLiteral(ITEM_LEASABLE);
+const LEASED = sqlLiteral(ITEM_SHOWN_LEASED);
+const COMPLETED = sqlLiteral(ITEM_COMPLETED);
+const FAILED = sqlLiteral(ITEM_FAILED);
+const ABANDONED = sqlLiteral(ITEM_ABANDONED);
 
 export interface LeasedItem {
   ordinal: number;
@@ -35,7 +50,7 @@ export const RENEW_LEASE_SQL = `WITH lease AS (
        WHERE operation_id = $1 AND owner = $2 AND remaining > 0
        RETURNING ordinals)
      SELECT ordinal, item_id FROM assistant_operation_item
-     WHERE operation_id = $1 AND ordinal = ANY(ARRAY(SELECT unnest(ordinals) FROM lease)) AND status = 'pending'`;
+     WHERE operation_id = $1 AND ordinal = ANY(ARRAY(SELECT unnest(ordinals) FROM lease)) AND status = ${PENDING}`;
 
 /** The batch currently leased to `owner`, with its lease extended (asking again = heartbeat). */
 export async function renewOwnLease(
@@ -64,7 +79,7 @@ export async function releaseExpiredLeases(
      released AS (
        UPDATE assistant_operation_item SET attempts = attempts + 1, updated_at = now()
        WHERE operation_id = $1 AND ordinal = ANY(ARRAY(SELECT unnest(ordinals) FROM expired))
-         AND status = 'pending'
+         AND status = ${PENDING}
        RETURNING ordinal)
      SELECT count(*)::int AS released, min(ordinal)::int AS lowest FROM released`,
     [operationId],
@@ -85,7 +100,7 @@ export async function releaseOwnedItems(
   const rows = await tx.query<{ released: number; lowest: number | null }>(
     `WITH released AS (
        UPDATE assistant_operation_item SET attempts = attempts + 1, updated_at = now()
-       WHERE operation_id = $1 AND item_id = ANY($3::text[]) AND status = 'pending'
+       WHERE operation_id = $1 AND item_id = ANY($3::text[]) AND status = ${PENDING}
          AND ordinal IN (SELECT unnest(ordinals) FROM assistant_operation_lease WHERE operation_id = $1 AND owner = $2)
        RETURNING ordinal),
      counted AS (
@@ -128,6 +143,20 @@ export async function leaseNext(
 ): Promise<LeasedItem[]> {
   const rows = await tx.query<LeasedItem>(LEASE_NEXT_SQL, [operationId, owner, leaseSeconds, cursor, limit, shared]);
   return rows.sort((a, b) => a.ordinal - b.ordinal);
+}
+
+/**
+ * Items neither recorded, abandoned nor leased, by the step functions' own count
+ * (sql/opspad_pending_items.sql): the operation's counters less its lease rows' items.
+ */
+export async function countPending(tx: Queryable, op: OperationRecord): Promise<number> {
+  const rows = await tx.query<{ pending: number }>('SELECT pending FROM opspad_pending_items($1, $2, $3, $4::jsonb)', [
+    op.id,
+    op.total_items,
+    op.completed_count + op.failed_count,
+    JSON.stringify(op.state_json),
+  ]);
+  return rows[0]?.pending ?? 0;
 }
 
 /** Items leased and not recorded: the sum over the operation's lease rows (a handful). */
@@ -180,9 +209,9 @@ const HELD = `held AS MATERIALIZED (
 export async function findItems(tx: Queryable, operationId: string, itemIds: readonly string[]): Promise<ItemState[]> {
   return tx.query<ItemState>(
     `WITH ${HELD}
-     SELECT i.ordinal, i.item_id, CASE WHEN h.owner IS NULL THEN i.status ELSE 'leased' END AS status,
+     SELECT i.ordinal, i.item_id, CASE WHEN h.owner IS NULL THEN i.status ELSE ${LEASED} END AS status,
             h.owner AS lease_owner, coalesce(h.expired, false) AS lease_expired
-     FROM assistant_operation_item i LEFT JOIN held h ON h.ordinal = i.ordinal AND i.status = 'pending'
+     FROM assistant_operation_item i LEFT JOIN held h ON h.ordinal = i.ordinal AND i.status = ${PENDING}
      WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[])`,
     [operationId, itemIds],
   );
@@ -194,7 +223,7 @@ export async function findItems(tx: Queryable, operationId: string, itemIds: rea
  * is live is left alone (a late worker never overwrites the one that took its lease over), and
  * so is one already recorded.
  */
-const RECORDABLE = `i.status = 'pending' AND i.ordinal NOT IN (SELECT ordinal FROM held WHERE owner <> $3 AND NOT expired)`;
+const RECORDABLE = `i.status = ${PENDING} AND i.ordinal NOT IN (SELECT ordinal FROM held WHERE owner <> $3 AND NOT expired)`;
 
 /** A recorded item's attempts: one more when a lease held it (that lease has now ended). */
 const ATTEMPTS_ENDED = 'attempts = i.attempts + (i.ordinal IN (SELECT ordinal FROM held))::int';
@@ -217,7 +246,7 @@ const COUNT_DOWN_LEASES = `counted AS (
 export const RECORD_COMPLETED_SQL = `WITH ${HELD},
      recorded AS (
        UPDATE assistant_operation_item AS i
-       SET status = 'completed', reason = NULL, updated_at = now(), ${ATTEMPTS_ENDED}
+       SET status = ${COMPLETED}, reason = NULL, updated_at = now(), ${ATTEMPTS_ENDED}
        WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND ${RECORDABLE}
        RETURNING i.ordinal, i.item_id),
      ${COUNT_DOWN_LEASES}
@@ -232,7 +261,7 @@ export const RECORD_COMPLETED_SQL = `WITH ${HELD},
 export const RECORD_FAILED_SQL = `WITH ${HELD},
      recorded AS (
        UPDATE assistant_operation_item AS i
-       SET status = 'failed', reason = f.reason, updated_at = now(), ${ATTEMPTS_ENDED}
+       SET status = ${FAILED}, reason = f.reason, updated_at = now(), ${ATTEMPTS_ENDED}
        FROM unnest($2::text[], $4::text[]) AS f(item_id, reason)
        WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND i.item_id = f.item_id AND ${RECORDABLE}
        RETURNING i.ordinal, i.item_id),
@@ -249,7 +278,7 @@ export const RECORD_FAILED_SQL = `WITH ${HELD},
 export const RECORD_MIXED_SQL = `WITH ${HELD},
      recorded AS (
        UPDATE assistant_operation_item AS i
-       SET status = CASE WHEN f.reason IS NULL THEN 'completed' ELSE 'failed' END,
+       SET status = CASE WHEN f.reason IS NULL THEN ${COMPLETED} ELSE ${FAILED} END,
            reason = f.reason, updated_at = now(), ${ATTEMPTS_ENDED}
        FROM unnest($2::text[], $4::text[]) AS f(item_id, reason)
        WHERE i.operation_id = $1 AND i.item_id = ANY($2::text[]) AND i.item_id = f.item_id AND ${RECORDABLE}
@@ -327,7 +356,7 @@ export async function recordMixed(
   const completed: RecordedItem[] = [];
   const failed: RecordedItem[] = [];
   for (const { ordinal, item_id, status } of rows) {
-    (status === 'completed' ? completed : failed).push({ ordinal, item_id });
+    (status === ITEM_COMPLETED ? completed : failed).push({ ordinal, item_id });
   }
   return { completed, failed };
 }
@@ -337,8 +366,8 @@ export async function abandonUnrecorded(tx: Queryable, operationId: string): Pro
   const rows = await tx.query<{ n: number }>(
     `WITH ${HELD},
      abandoned AS (
-       UPDATE assistant_operation_item AS i SET status = 'abandoned', updated_at = now(), ${ATTEMPTS_ENDED}
-       WHERE i.operation_id = $1 AND i.status = 'pending'
+       UPDATE assistant_operation_item AS i SET status = ${ABANDONED}, updated_at = now(), ${ATTEMPTS_ENDED}
+       WHERE i.operation_id = $1 AND i.status = ${PENDING}
        RETURNING 1),
      leases AS (DELETE FROM assistant_operation_lease WHERE operation_id = $1 AND (SELECT count(*) FROM abandoned) >= 0)
      SELECT count(*)::int AS n FROM abandoned`,

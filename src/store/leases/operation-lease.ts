@@ -16,7 +16,7 @@
  * one event, one primary-key update. Nothing reads the items already finished.
  */
 import type { OperationCounts, OperationRecord } from '../../domain/operation.ts';
-import { countsOf, remainingOf } from '../../domain/operation.ts';
+import { countsOf } from '../../domain/operation.ts';
 import { transition } from '../../domain/operation-lifecycle.ts';
 import type { Database, Queryable } from '../db/db.ts';
 import { appendEvent } from '../operations/event-repo.ts';
@@ -25,6 +25,7 @@ import type { ConversationScope } from '../tenants/conversation-repo.ts';
 import {
   countInFlight,
   countInFlightDroppingSpent,
+  countPending,
   type LeasedItem,
   leaseNext,
   releaseExpiredLeases,
@@ -91,7 +92,7 @@ async function leaseIn(
   mode: 'shared' | 'exclusive',
 ): Promise<LeaseResult | null> {
   const operationId = await resolveOperationId(tx, scope, params.operationId);
-  const locked = await lockOperationForLease(tx, scope, operationId, mode, params.owner);
+  const locked = await lockOperationForLease(tx, scope, operationId, mode, params.owner, params.epoch);
   let op = locked.op;
   const rule = transition('lease', op.status);
   let batch =
@@ -99,8 +100,7 @@ async function leaseIn(
       ? []
       : await renewOwnLease(tx, op.id, params.owner, params.leaseSeconds);
   let reclaimed = 0;
-  const epochMatches = params.epoch === undefined || params.epoch === op.state_json.dispatch_epoch;
-  if (batch.length === 0 && rule.kind === 'allowed' && epochMatches) {
+  if (batch.length === 0 && rule.kind === 'allowed' && locked.epochMatches) {
     const taken =
       mode === 'shared'
         ? await takeShared(tx, op, params, locked.expiredLeases)
@@ -171,8 +171,7 @@ async function takeExclusive(
   if (batch.length === 0 && cursor > 0) {
     // Pending items behind the cursor can only be left by a concurrent lease that rolled back
     // after another moved the cursor past its rows. Rare: look from the start once.
-    const pending = remainingOf(op) - (await countInFlight(tx, op.id));
-    if (pending > 0) {
+    if ((await countPending(tx, op)) > 0) {
       batch = await leaseNext(tx, op.id, params.owner, params.leaseSeconds, 0, limit, false);
     }
   }

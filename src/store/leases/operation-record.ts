@@ -125,12 +125,13 @@ export async function recordResults(
       },
     });
     // The operation row's update comes last, just before commit (operation-tail.ts).
+    const trip = transition('breaker_trip', op.status);
     const closed = await closeStep(tx, op.id, events, {
       kind: 'counts',
       completed,
       failed,
       statePatch: breaker.statePatch,
-      pause: breaker.trips,
+      status: breaker.trips && trip.kind === 'change' ? trip.to : null,
     });
     return { operation: closed.operation, counts: countsOf(closed.operation, closed.inFlight), ...misses };
   });

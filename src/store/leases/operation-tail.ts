@@ -10,27 +10,35 @@
  * handful), one primary-key update: one round trip where three or four would cost a busy
  * machine more than the batch's rows.
  */
-import type { OperationRecord, OperationState } from '../../domain/operation.ts';
+import type { OperationRecord, OperationState, OperationStatus } from '../../domain/operation.ts';
 import type { Queryable } from '../db/db.ts';
 import type { NewOperationEvent } from '../operations/event-repo.ts';
 import { OPERATION_COLUMNS } from '../operations/operation-row.ts';
 
 export type TailChange =
-  /** A lease: the cursor moves forward to `cursor`, never back (GREATEST: leases commute). */
+  /** A lease: the cursor moves forward to `cursor`, never back (sql/opspad_cursor_forward.sql). */
   | { kind: 'cursor_forward'; cursor: number }
   /** A lease alone on the operation: the cursor is set, back as well as forward. */
   | { kind: 'cursor_set'; cursor: number }
-  /** A record: counters added (they commute), the breaker's state merged, paused if it tripped. */
-  | { kind: 'counts'; completed: number; failed: number; statePatch: Partial<OperationState>; pause: boolean };
+  /**
+   * A record: counters added (they commute), the breaker's state merged, and `status` set when
+   * the breaker tripped (the lifecycle's breaker_trip target), else null.
+   */
+  | {
+      kind: 'counts';
+      completed: number;
+      failed: number;
+      statePatch: Partial<OperationState>;
+      status: OperationStatus | null;
+    };
 
 const SET: Record<TailChange['kind'], string> = {
-  cursor_forward: `state_json = jsonb_set(state_json, '{cursor}',
-         to_jsonb(GREATEST((state_json->>'cursor')::int, ($3::jsonb->>'cursor')::int))), updated_at = now()`,
+  cursor_forward: `state_json = opspad_cursor_forward(state_json, ($3::jsonb->>'cursor')::int), updated_at = now()`,
   cursor_set: `state_json = jsonb_set(state_json, '{cursor}', to_jsonb(($3::jsonb->>'cursor')::int)), updated_at = now()`,
   counts: `completed_count = completed_count + ($3::jsonb->>'completed')::int,
          failed_count = failed_count + ($3::jsonb->>'failed')::int, updated_at = now(),
          state_json = state_json || ($3::jsonb->'statePatch'),
-         status = CASE WHEN ($3::jsonb->>'pause')::boolean THEN 'paused' ELSE status END`,
+         status = coalesce($3::jsonb->>'status', status)`,
 };
 
 /** Runs the tail; returns the operation as it now is and the items in flight. */

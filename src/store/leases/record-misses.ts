@@ -7,6 +7,8 @@
  * report was recorded and this is never called.
  */
 import { AppError } from '../../domain/errors.ts';
+import type { ItemStatus } from '../../domain/operation.ts';
+import { ITEM_DONE } from '../../domain/operation-lifecycle.ts';
 import { MAX_NAMED_IDS, namedIds } from '../../domain/record-report.ts';
 import type { Queryable } from '../db/db.ts';
 import { findItems } from './item-sql.ts';
@@ -39,7 +41,7 @@ export async function explainMisses(
     );
   }
   for (const item of found) {
-    if (item.status === 'completed' || item.status === 'failed' || item.status === 'abandoned') {
+    if ((ITEM_DONE as readonly ItemStatus[]).includes(item.status)) {
       misses.alreadyRecorded.push(item.item_id);
     } else {
       // Not recordable and not recorded: leased to someone else, and that lease is live.

@@ -1,7 +1,8 @@
 /**
  * The step functions spell statuses as SQL literals; these must be the lifecycle's own: the
- * operation statuses in which each function goes ahead are those in which the lifecycle table
- * allows its action, and the item statuses they read and write are the lease path's.
+ * operation statuses in which a step goes ahead are those in which the lifecycle table allows
+ * its action, each written once (opspad_lease_usual, opspad_record_usual), and the item
+ * statuses they read and write are the lease path's.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -18,9 +19,9 @@ function literals(text: string): string[] {
   return [...text.matchAll(/'([a-z_]+)'/g)].map((match) => match[1] as string);
 }
 
-/** The operation statuses a function compares `op.status` with, in the order written. */
+/** The operation statuses a function compares `op.status` (or `p_status`) with, in the order written. */
 function operationStatuses(sql: string): string[][] {
-  return [...sql.matchAll(/op\.status\s*(?:<>|=|NOT IN|IN)\s*(\([^)]*\)|'[a-z_]+')/g)].map((match) =>
+  return [...sql.matchAll(/(?:op\.|p_)status\s*(?:<>|=|NOT IN|IN)\s*(\([^)]*\)|'[a-z_]+')/g)].map((match) =>
     literals(match[1] as string),
   );
 }
@@ -42,16 +43,19 @@ function itemStatuses(sql: string): Set<string> {
 const sorted = (values: Iterable<string>) => [...values].sort();
 
 describe('the step functions’ statuses', () => {
-  it('lease only where the lifecycle allows a lease', () => {
-    expect(operationStatuses(sqlOf('opspad_lease_step'))).toEqual([statusesAllowing('lease')]);
+  it('lease only where the lifecycle allows a lease, in one place', () => {
+    expect(operationStatuses(sqlOf('opspad_lease_usual'))).toEqual([statusesAllowing('lease')]);
+    expect(operationStatuses(sqlOf('opspad_lease_step'))).toEqual([]);
+    expect(sqlOf('opspad_lease_step')).toContain('opspad_lease_usual(');
   });
 
   it('record only where the lifecycle allows a record, and lease on as a lease would', () => {
-    expect(operationStatuses(sqlOf('opspad_record_step'))).toEqual([statusesAllowing('record')]);
-    expect(operationStatuses(sqlOf('opspad_record_lease_step'))).toEqual([
-      statusesAllowing('record'),
-      statusesAllowing('lease'),
-    ]);
+    expect(operationStatuses(sqlOf('opspad_record_usual'))).toEqual([statusesAllowing('record')]);
+    for (const step of ['opspad_record_step', 'opspad_record_lease_step']) {
+      expect(operationStatuses(sqlOf(step))).toEqual([]);
+      expect(sqlOf(step)).toContain('opspad_record_usual(');
+    }
+    expect(sqlOf('opspad_record_lease_step')).toContain('opspad_lease_usual(');
   });
 
   it('lease pending items and record them as completed or failed', () => {

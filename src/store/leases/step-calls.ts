@@ -13,10 +13,11 @@
  * (plan_cache_mode: re-planned on every call, those taking the report's arrays would spend a
  * good part of the call in the planner).
  *
- * Each returns null, having changed nothing, when the case is not the usual one (not active, an
- * expired lease to reclaim, a lease to renew, pending items not found from the cursor, a circuit
- * breaker, an id that was not a pending item of the caller's own lease, a deadlock): the caller
- * then runs the general transaction, which decides it. A lease that finds nothing because no item
+ * Each returns null, having changed nothing, when the case is not the usual one — the
+ * conditions are opspad_lease_usual and opspad_record_usual, which the general path reads too —
+ * or when pending items are not found from the cursor, an id was not a pending item of the
+ * caller's own lease, or a deadlock: the caller then runs the general transaction, which
+ * decides it. A lease that finds nothing because no item
  * is pending at all answers "no batch" itself. A worker going on with its lane records and
  * leases its next batch in one call (recordLeaseStep, opspad_record_lease_step).
  */

@@ -21,6 +21,7 @@ import type { StoredRecitation } from '../scratchpads/scratchpad-repo.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
 import { type OpenOperationsPage, openOperationsTotal } from './operation-reads.ts';
 import { LISTED_COLUMNS, OPERATION_COLUMNS } from './operation-row.ts';
+import { OPEN_STATUSES_SQL } from './status-sql.ts';
 
 export interface ContextInputs {
   /** Whether the organization has used this conversation id (reading never creates it). */
@@ -54,7 +55,7 @@ const contextInputsSql = (pairs: string) => `SELECT r.n, EXISTS (SELECT 1 FROM a
             row_number() OVER (ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id) AS position
      FROM assistant_operation o
      WHERE o.organization_id = r.organization_id AND o.conversation_id = r.conversation_id
-       AND o.status IN ('active', 'paused', 'awaiting_approval')
+       AND o.status IN (${OPEN_STATUSES_SQL})
      ORDER BY (o.status = 'active') DESC, o.updated_at DESC, o.id
      LIMIT $3) ops ON true
    ORDER BY r.n, ops.position`;

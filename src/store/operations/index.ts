@@ -14,10 +14,12 @@
  *
  * - operation-row.ts: finding, locking (shared or exclusive) and writing the operation row
  * - operation-admission.ts: pausing the active operation, the organization's background limit
+ * - operation-quota.ts: the organization's quota of stored items and open operations
  * - operation-create.ts: `create` (items through item-insert.ts, or streamed: item-copy.ts)
  * - operation-retry.ts: `retry_failed`
  * - operation-control.ts: pause, resume, complete, cancel (the lifecycle in domain/operation-lifecycle.ts)
  * - operation-reads.ts, failure-sql.ts: `get`, open operations, an operation's failures
+ * - conversation-operations.ts: a conversation's operations, finished ones included, paged
  * - item-results-sql.ts: the results file, a keyset page of items at a time
  * - context-reads.ts: what the context fragment reads each turn, in one statement
  * - operator-view-repo.ts, organization-operations-repo.ts: reads across conversations
@@ -26,6 +28,7 @@
  * - sql/: the trigger function that deletes a deleted operation's items
  */
 export * from './context-reads.ts';
+export * from './conversation-operations.ts';
 export * from './event-repo.ts';
 export { type FailureRow, failuresPage } from './failure-sql.ts';
 export { createOperationFromStream, type ItemSink, RepeatedItemIdError } from './item-copy.ts';
@@ -34,6 +37,7 @@ export * from './operation-approval.ts';
 export * from './operation-control.ts';
 export * from './operation-create.ts';
 export * from './operation-maintenance.ts';
+export * from './operation-quota.ts';
 export * from './operation-reads.ts';
 export * from './operation-retry.ts';
 export * from './operator-view-repo.ts';

@@ -11,11 +11,12 @@
  * operation's unrecorded items (O(items left), through the pending and leased items' indexes).
  */
 import { AppError } from '../../domain/errors.ts';
-import type { OperationCounts, OperationRecord } from '../../domain/operation.ts';
+import type { OperationCounts, OperationRecord, OperationStatus } from '../../domain/operation.ts';
 import { countsOf, remainingOf } from '../../domain/operation.ts';
-import { transition } from '../../domain/operation-lifecycle.ts';
+import { statusesAllowing, transition } from '../../domain/operation-lifecycle.ts';
 import type { Database, Queryable } from '../db/db.ts';
 import { prepared } from '../db/prepared.ts';
+import { sqlList, sqlLiteral } from '../db/sql-literal.ts';
 import { abandonUnrecorded, countInFlight } from '../leases/item-sql.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 import { appendEvent } from './event-repo.ts';
@@ -48,9 +49,10 @@ const COMPLETE_RECORDED_SQL = prepared(`WITH locked AS (
     FOR UPDATE),
   done AS (
     UPDATE assistant_operation o
-    SET status = 'completed', updated_at = now(), state_json = o.state_json - '{paused_reason,paused_by}'::text[]
+    SET status = ${sqlLiteral('completed' satisfies OperationStatus)}, updated_at = now(),
+        state_json = o.state_json - '{paused_reason,paused_by}'::text[]
     FROM locked l
-    WHERE o.id = l.id AND l.status IN ('active', 'paused')
+    WHERE o.id = l.id AND l.status IN (${sqlList(statusesAllowing('complete'))})
       AND l.total_items - l.completed_count - l.failed_count
           - coalesce((l.state_json->>'abandoned_count')::int, 0) = 0
     RETURNING ${OPERATION_COLUMNS.split(',')

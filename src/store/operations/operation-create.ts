@@ -2,24 +2,25 @@
  * The `create` action: a new operation row, its items and its `created` event, written together
  * with the pause of the conversation's active operation (one statement, or one transaction).
  *
- * Lock order: the conversation (so two creates in one conversation take turns) → the active
- * operation's row (pauseActive) → the organization's capacity lock (background only) → the new
- * rows, which nobody else can see before commit.
- * Cost: O(items). An assistant's create of up to INLINE_ITEMS ids is one round trip (CREATE_SQL,
- * committed where it runs); any other is a transaction (begin, the conversation's lock, the
- * background limit, CREATE_SQL, the COPY of the ids, commit), and a create of many ids refreshes
- * the item table's statistics before it answers.
+ * Lock order: the conversation (so two creates in one conversation take turns) → the
+ * organization's quota row (operation-quota.ts) → the active operation's row (pauseActive) → the
+ * organization's capacity lock (background only) → the new rows, which nobody else can see
+ * before commit.
+ * Cost: O(items). A create is a transaction (begin, the conversation's lock, the quota, the
+ * background limit, CREATE_SQL, the COPY of the ids beyond INLINE_ITEMS, commit), and a create of
+ * many ids refreshes the item table's statistics before it answers. It was one statement for an
+ * assistant's small create; the quota must be checked, and refused, before anything is written.
  */
 import type { ExecutionMode, OperationRecord, OperationState } from '../../domain/operation.ts';
 import { OPERATION_DEFAULTS } from '../../domain/operation-input.ts';
 import type { Database, Queryable } from '../db/db.ts';
-import { isDeadlock, isUniqueViolation, UNIQUE_INDEX } from '../db/pg-errors.ts';
 import { prepared } from '../db/prepared.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 import { insertItems } from './item-insert.ts';
 import { assertBackgroundCapacity, pauseActive, pausedByNewerSet } from './operation-admission.ts';
 import { holdForApproval } from './operation-approval.ts';
 import { timeOrderedUuid } from './operation-id.ts';
+import { type QuotaDefaults, reserveQuota } from './operation-quota.ts';
 import { OPERATION_COLUMNS } from './operation-row.ts';
 
 /** A create of at least this many items refreshes the item table's statistics (see createOperation). */
@@ -39,10 +40,8 @@ const CREATE_PAUSE_REASON = 'a new operation was created';
  * caller paused it already) and its `paused` event, the new operation's row, its `created` event
  * and its items ($7, may be null). The pause cannot see the new row (one snapshot); the insert
  * reads the pause's rows so that it runs after it (the index of one active operation per
- * conversation must find the old row paused). An assistant's create runs it alone (see
- * createInOneStatement); in a transaction that took the lock already, taking it again costs
- * nothing. One statement instead of a transaction of five: each round trip costs both processes
- * a socket write, more CPU than a small create's rows.
+ * conversation must find the old row paused). In a transaction that took the lock already,
+ * taking it again costs nothing.
  */
 const CREATE_SQL = prepared(`WITH conversation AS (
     INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
@@ -85,6 +84,8 @@ export interface CreateOperationParams {
   maxActiveBackground?: number;
   /** Background: the queue prefix of the deployment that dispatches it. */
   queuePrefix?: string;
+  /** OPSPAD_MAX_STORED_ITEMS and OPSPAD_MAX_OPEN_OPERATIONS; unset: items counted, not checked. */
+  quota?: QuotaDefaults;
   actor: string;
 }
 
@@ -135,12 +136,6 @@ export async function createOperation(
   extraState: Partial<OperationState> = {},
 ): Promise<CreatedOperation> {
   const inline = params.itemIds.length <= INLINE_ITEMS;
-  if (inline && params.execution !== 'background') {
-    const created = await createInOneStatement(db, scope, params, extraState);
-    if (created) {
-      return created;
-    }
-  }
   const created = await db.transaction(async (tx) => {
     const result = await insertCreatedOperation(
       tx,
@@ -156,35 +151,6 @@ export async function createOperation(
   });
   await analyzeAfterLargeCreate(db, params.itemIds.length);
   return created;
-}
-
-/**
- * An assistant's create of up to INLINE_ITEMS ids: CREATE_SQL alone, committed where it runs.
- * Its snapshot is taken before it has the conversation's lock, so a create of the same
- * conversation committed meanwhile is not among the operations it pauses: the index of one
- * active operation per conversation then refuses the new row, nothing is written, and this
- * returns null — the transaction, which takes the lock before it looks, does the create.
- */
-async function createInOneStatement(
-  db: Database,
-  scope: ConversationScope,
-  params: CreateOperationParams,
-  extraState: Partial<OperationState>,
-): Promise<CreatedOperation | null> {
-  const values = createValues(scope, params, { count: params.itemIds.length, ids: params.itemIds }, extraState, true);
-  try {
-    return createdFrom(await db.query<CreatedRow>(CREATE_SQL, values));
-  } catch (error) {
-    if (lostTheRace(error)) {
-      return null;
-    }
-    throw error;
-  }
-}
-
-/** Another create of the conversation committed first, or a deadlock. */
-function lostTheRace(error: unknown): boolean {
-  return isDeadlock(error) || isUniqueViolation(error, UNIQUE_INDEX.oneActiveOperation);
 }
 
 type CreatedRow = OperationRecord & { paused_operation_id: string | null };
@@ -235,6 +201,7 @@ export async function insertCreatedOperation(
   extraState: Partial<OperationState> = {},
 ): Promise<CreatedOperation> {
   await ensureConversation(tx, scope, { lock: true });
+  await reserveQuota(tx, scope.organizationId, items.count, params.quota);
   const background = params.execution === 'background';
   let pausedOperationId: string | null = null;
   if (background) {

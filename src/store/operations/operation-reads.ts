@@ -15,6 +15,7 @@ import { countInFlight, IN_FLIGHT_COLUMN } from '../leases/item-sql.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
 import { type FailureRow, failuresPage } from './failure-sql.ts';
 import { LISTED_COLUMNS, OPERATION_COLUMNS, operationNotFound, resolveOperationId } from './operation-row.ts';
+import { OPEN_STATUSES_SQL } from './status-sql.ts';
 
 export interface OperationDetails {
   operation: OperationRecord;
@@ -71,7 +72,7 @@ export async function listOpenOperations(
   const operations = await db.query<ListedOperation & { in_flight_count: number }>(
     `SELECT ${LISTED_COLUMNS('o.')}, ${IN_FLIGHT_COLUMN}
      FROM assistant_operation o
-     WHERE organization_id = $1 AND conversation_id = $2 AND status IN ('active', 'paused', 'awaiting_approval')
+     WHERE organization_id = $1 AND conversation_id = $2 AND status IN (${OPEN_STATUSES_SQL})
      ORDER BY (status = 'active') DESC, updated_at DESC, id
      LIMIT $3`,
     [scope.organizationId, scope.conversationId, limit],
@@ -91,7 +92,7 @@ export async function openOperationsTotal(
   }
   const rows = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM assistant_operation
-     WHERE organization_id = $1 AND conversation_id = $2 AND status IN ('active', 'paused', 'awaiting_approval')`,
+     WHERE organization_id = $1 AND conversation_id = $2 AND status IN (${OPEN_STATUSES_SQL})`,
     [scope.organizationId, scope.conversationId],
   );
   return rows[0]?.n ?? 0;

@@ -1,6 +1,8 @@
 /**
  * The `retry_failed` action: a new active operation (same type, query_params) over the failed
- * items of another, copied inside Postgres without passing through this process.
+ * items of another, copied inside Postgres without passing through this process. A background
+ * retry is held for approval like a create (operation-approval.ts): retrying 5,000 failed sends
+ * sends 5,000 again, so the organization's threshold asks a person first just the same.
  *
  * Lock order: the conversation → the source operation (exclusive) → the conversation's active
  * operation (pauseActive) → the organization's capacity lock → the new rows.
@@ -14,14 +16,21 @@ import { type ConversationScope, ensureConversation } from '../tenants/conversat
 import { appendEvent } from './event-repo.ts';
 import { copyFailedItems } from './failure-sql.ts';
 import { assertBackgroundCapacity, pauseActive } from './operation-admission.ts';
+import { holdForApproval } from './operation-approval.ts';
 import { type CreatedOperation, initialState, insertOperation } from './operation-create.ts';
+import { type QuotaDefaults, reserveQuota } from './operation-quota.ts';
 import { lockOperation, OPERATION_COLUMNS } from './operation-row.ts';
 
 export async function retryFailed(
   db: Database,
   scope: ConversationScope,
   operationId: string,
-  { batchSize, actor, maxActiveBackground }: { batchSize: number | null; actor: string; maxActiveBackground?: number },
+  {
+    batchSize,
+    actor,
+    maxActiveBackground,
+    quota,
+  }: { batchSize: number | null; actor: string; maxActiveBackground?: number; quota?: QuotaDefaults },
 ): Promise<CreatedOperation> {
   return db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
@@ -45,6 +54,7 @@ export async function retryFailed(
         operation_id: source.id,
       });
     }
+    await reserveQuota(tx, scope.organizationId, source.failed_count, quota);
     const pausedOperationId = await pauseActive(tx, scope, actor, 'a retry operation was created');
     if (source.state_json.execution === 'background') {
       await assertBackgroundCapacity(tx, scope.organizationId, maxActiveBackground);
@@ -69,6 +79,9 @@ export async function retryFailed(
         [operation.id, copied],
       );
       operation = rows[0] as OperationRecord;
+    }
+    if (source.state_json.execution === 'background') {
+      operation = (await holdForApproval(tx, operation.id)) ?? operation;
     }
     await appendEvent(tx, {
       operationId: operation.id,

@@ -80,8 +80,11 @@ export async function lockOperation(
 }
 
 /**
- * {@link lockOperation} for a lease, which also needs to know whether any of the operation's
- * leases has expired (its lease rows: a handful): one round trip instead of two.
+ * {@link lockOperation} for a lease, read with what decides whether the lease is the usual case
+ * (sql/opspad_lease_usual.sql, the condition the step functions read too): whether the caller
+ * is in the operation's dispatch epoch (`epoch` undefined: any), holds a lease row of its own
+ * (then there is a batch to renew; without one the renewal's statement is not sent) and whether
+ * an expired lease still holds items (then they are reclaimed first). One round trip.
  */
 export async function lockOperationForLease(
   tx: Queryable,
@@ -89,28 +92,24 @@ export async function lockOperationForLease(
   operationId: string,
   mode: 'exclusive' | 'shared',
   owner: string,
-): Promise<{ op: OperationRecord; expiredLeases: boolean; ownsLease: boolean }> {
-  // Whether `owner` holds a lease row comes with the lock: without one there is no batch to
-  // renew, and the renewal's statement is not sent (an assistant's progress after its update,
-  // a worker's new job).
-  const rows = await tx.query<OperationRecord & { expired_leases: boolean; owns_lease: boolean }>(
-    `SELECT ${OPERATION_COLUMNS}, EXISTS (
-       SELECT 1 FROM assistant_operation_lease l
-       WHERE l.operation_id = assistant_operation.id AND l.remaining > 0 AND l.expires_at < now()) AS expired_leases,
-       EXISTS (
-       SELECT 1 FROM assistant_operation_lease l
-       WHERE l.operation_id = assistant_operation.id AND l.owner = $4) AS owns_lease
-     FROM assistant_operation
+  epoch: number | undefined,
+): Promise<{ op: OperationRecord; epochMatches: boolean; expiredLeases: boolean; ownsLease: boolean }> {
+  const rows = await tx.query<
+    OperationRecord & { epoch_matches: boolean; expired_leases: boolean; owns_lease: boolean }
+  >(
+    `SELECT ${OPERATION_COLUMNS}, u.epoch_matches, u.expired_leases, u.owns_lease
+     FROM assistant_operation,
+       opspad_lease_usual(assistant_operation.id, $4, assistant_operation.status, assistant_operation.state_json, $5) u
      WHERE id = $1 AND organization_id = $2 AND conversation_id = $3
      FOR ${mode === 'exclusive' ? 'UPDATE' : 'KEY SHARE'} OF assistant_operation`,
-    [operationId, scope.organizationId, scope.conversationId, owner],
+    [operationId, scope.organizationId, scope.conversationId, owner, epoch ?? null],
   );
   const row = rows[0];
   if (!row) {
     throw operationNotFound(operationId);
   }
-  const { expired_leases, owns_lease, ...op } = row;
-  return { op, expiredLeases: expired_leases, ownsLease: owns_lease };
+  const { epoch_matches, expired_leases, owns_lease, ...op } = row;
+  return { op, epochMatches: epoch_matches, expiredLeases: expired_leases, ownsLease: owns_lease };
 }
 
 /** The operation's row as it is now (its lock already held). */

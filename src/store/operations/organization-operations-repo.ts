@@ -7,6 +7,7 @@
 import type { ListedOperation } from '../../domain/operation.ts';
 import type { Queryable } from '../db/db.ts';
 import { IN_FLIGHT_COLUMN } from '../leases/item-sql.ts';
+import { OPEN_STATUSES_SQL } from './status-sql.ts';
 
 export interface OrganizationOpenOperations {
   operations: (ListedOperation & { in_flight_count: number })[];
@@ -27,7 +28,7 @@ export async function listOpenOperationsInOrganization(
   organizationId: string,
   { exceptConversationId, limit }: { exceptConversationId?: string; limit: number },
 ): Promise<OrganizationOpenOperations> {
-  const where = `c.organization_id = $1 AND o.organization_id = $1 AND o.status IN ('active', 'paused', 'awaiting_approval')
+  const where = `c.organization_id = $1 AND o.organization_id = $1 AND o.status IN (${OPEN_STATUSES_SQL})
     AND ($2::uuid IS NULL OR o.conversation_id <> $2::uuid)`;
   const params = [organizationId, exceptConversationId ?? null];
   const operations = await db.query<ListedOperation & { in_flight_count: number }>(

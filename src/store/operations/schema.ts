@@ -20,9 +20,16 @@ import {
   uuid,
   varchar,
 } from 'drizzle-orm/pg-core';
+import { ITEM_STATUS, OPERATION_STATUS, type OperationStatus } from '../../domain/operation.ts';
+import { ITEM_LEASABLE } from '../../domain/operation-lifecycle.ts';
+import { sqlList, sqlLiteral } from '../db/sql-literal.ts';
 import { belongsToConversation, conversationColumns, organization } from '../tenants/schema.ts';
+import { FINISHED_STATUSES_SQL, OPEN_STATUSES_SQL } from './status-sql.ts';
 
-export const OPERATION_STATUSES = ['active', 'paused', 'completed', 'cancelled', 'awaiting_approval'] as const;
+// Statuses come from the domain's lists (domain/operation.ts), spelled as the SQL drizzle-kit
+// has always generated, so the constraints and the code cannot disagree.
+const ACTIVE = sql.raw(`status = ${sqlLiteral('active' satisfies OperationStatus)}`);
+const FINISHED = `status IN (${FINISHED_STATUSES_SQL})`;
 
 export const assistantOperation = pgTable(
   'assistant_operation',
@@ -41,28 +48,26 @@ export const assistantOperation = pgTable(
   (t) => [
     belongsToConversation('assistant_operation', t),
     index('idx_assistant_operation_conversation').on(t.conversationId),
-    index('idx_assistant_operation_org_active').on(t.organizationId, t.status).where(sql`status = 'active'`),
+    index('idx_assistant_operation_org_active').on(t.organizationId, t.status).where(ACTIVE),
     // "One active operation per conversation" is a database fact, not only an application rule.
-    uniqueIndex('uq_assistant_operation_one_active')
-      .on(t.conversationId, t.organizationId)
-      .where(sql`status = 'active'`),
-    check(
-      'ck_assistant_operation_status',
-      sql`status IN ('active', 'paused', 'completed', 'cancelled', 'awaiting_approval')`,
-    ),
+    uniqueIndex('uq_assistant_operation_one_active').on(t.conversationId, t.organizationId).where(ACTIVE),
+    // An organization's open operations, counted up to its quota (operation-quota.ts): the count
+    // reads at most that many entries of this index, whatever the organization has finished.
+    index('idx_assistant_operation_org_open')
+      .on(t.organizationId)
+      .where(sql.raw(`status IN (${OPEN_STATUSES_SQL})`)),
+    check('ck_assistant_operation_status', sql.raw(`status IN (${sqlList(OPERATION_STATUS)})`)),
     // Retention (src/store/retention/retention-sql.ts): finished operations whose item rows, or whose batch
     // events, are still there, by finish time. Each holds only the operations retention has yet
     // to visit, so finding the next ones costs O(found), however many operations are kept.
     index('idx_assistant_operation_items_unpruned')
       .on(t.updatedAt)
-      .where(sql`status IN ('completed', 'cancelled') AND NOT (state_json ? 'items_pruned_at')`),
+      .where(sql.raw(`${FINISHED} AND NOT (state_json ? 'items_pruned_at')`)),
     index('idx_assistant_operation_events_unpruned')
       .on(t.updatedAt)
-      .where(sql`status IN ('completed', 'cancelled') AND NOT (state_json ? 'events_pruned_at')`),
+      .where(sql.raw(`${FINISHED} AND NOT (state_json ? 'events_pruned_at')`)),
   ],
 );
-
-export const ITEM_STATUSES = ['pending', 'leased', 'completed', 'failed', 'abandoned'] as const;
 
 /**
  * No foreign key to assistant_operation on purpose: Postgres checks a foreign key row by row, and
@@ -78,7 +83,7 @@ export const assistantOperationItem = pgTable(
     ordinal: integer('ordinal').notNull(),
     /** COLLATE "C": ids are only ever compared for equality, so bytewise is exact and cheapest. */
     itemId: varchar('item_id', { length: 512 }).notNull(),
-    status: varchar('status', { length: 16 }).notNull().default('pending'),
+    status: varchar('status', { length: 16 }).notNull().default(ITEM_LEASABLE),
     /** Leases of this item that have ended (recorded, released or expired): a live lease is not counted yet. */
     attempts: integer('attempts').notNull().default(0),
     reason: text('reason'),
@@ -97,10 +102,7 @@ export const assistantOperationItem = pgTable(
     // The failure page of `get` and `retry_failed` read only failed rows; only a failure sets
     // reason, so this index leaves the other changes HOT.
     index('idx_assistant_operation_item_failure').on(t.operationId, t.ordinal).where(sql`reason IS NOT NULL`),
-    check(
-      'ck_assistant_operation_item_status',
-      sql`status IN ('pending', 'leased', 'completed', 'failed', 'abandoned')`,
-    ),
+    check('ck_assistant_operation_item_status', sql.raw(`status IN (${sqlList(ITEM_STATUS)})`)),
   ],
 );
 

@@ -25,8 +25,9 @@ import type { OperationState } from '../../domain/operation.ts';
 import type { PrunedFailures } from '../../domain/retention.ts';
 import type { Queryable } from '../db/db.ts';
 import { orderedFailures } from '../operations/failure-sql.ts';
+import { FINISHED_STATUSES_SQL } from '../operations/status-sql.ts';
 
-const FINISHED = `status IN ('completed', 'cancelled')`;
+const FINISHED = `status IN (${FINISHED_STATUSES_SQL})`;
 /** The largest bigint: the upper end of "every id" in a row comparison. */
 const MAX_ID = '9223372036854775807';
 

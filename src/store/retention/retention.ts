@@ -20,6 +20,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BULK_EVENT_KINDS, mergePrunedFailures, type RetentionPolicy } from '../../domain/retention.ts';
 import type { Database } from '../db/db.ts';
+import { releaseStoredItems } from '../operations/operation-quota.ts';
 import {
   AGED_TABLES,
   type AgedTable,
@@ -181,6 +182,9 @@ async function pruneOperationItems(db: Database, run: Run, op: FinishedOperation
               )
             : undefined;
         await saveOperationProgress(tx, op.id, 'items', { through: to, done, prunedFailures });
+        if (done) {
+          await releaseStoredItems(tx, op.id);
+        }
         return deleted.reduce((sum, d) => sum + d.n, 0);
       }),
     );

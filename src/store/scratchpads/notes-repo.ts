@@ -13,9 +13,16 @@
  * so two identical notes sent at once are stored once. It is not the conversation row's
  * `FOR UPDATE`: a write holding the execution row takes a key-share lock on the conversation
  * row for its foreign key, and would deadlock with a read holding that row and waiting for the
- * execution.
+ * execution. A write to the conversation's own notes (no execution row to lock) takes a
+ * transaction advisory lock on that scope at the same point, so the scope's cap holds under
+ * concurrent writes.
+ *
+ * Bounds: a write counts its scope's notes up to the cap (an index range of at most
+ * OPSPAD_MAX_NOTES_PER_SCOPE entries); a read fetches every visible note's id and size, then the
+ * text of one page of at most OPSPAD_MAX_READ_BYTES (always at least one note).
  */
 import { AppError } from '../../domain/errors.ts';
+import { type NotesBounds, type NotesPage, pageOfNoteSizes, tooManyNotes } from '../../domain/notes-input.ts';
 import type { Database, Queryable } from '../db/db.ts';
 import { XACT_LOCK_CLASS } from '../db/lock-keys.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
@@ -45,10 +52,8 @@ export interface NotesScope extends ConversationScope {
   executionId?: string | undefined;
 }
 
-export interface NotesView {
-  /** Every note visible in the scope: persistent ones first, then the scope's, in write order. */
-  notes: string[];
-}
+/** OPSPAD_MAX_RUNNING_EXECUTIONS's default. */
+export const DEFAULT_MAX_RUNNING_EXECUTIONS = 100;
 
 const EXECUTION_COLUMNS = 'id, conversation_id, organization_id, status, created_at, ended_at';
 
@@ -64,10 +69,34 @@ function executionEnded(execution: ExecutionRecord): AppError {
   );
 }
 
-/** Starts an execution in the conversation (created on first use). */
-export async function createExecution(db: Database, scope: ConversationScope): Promise<ExecutionRecord> {
+/**
+ * Starts an execution in the conversation (created on first use), unless it has `maxRunning`
+ * running ones (too_many_executions): the conversation's lock makes concurrent starts take
+ * turns, and the count reads at most `maxRunning` entries.
+ */
+export async function createExecution(
+  db: Database,
+  scope: ConversationScope,
+  maxRunning = DEFAULT_MAX_RUNNING_EXECUTIONS,
+): Promise<ExecutionRecord> {
   return db.transaction(async (tx) => {
-    await ensureConversation(tx, scope, { lock: false });
+    await ensureConversation(tx, scope, { lock: true });
+    const running = await tx.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM (
+         SELECT 1 FROM assistant_execution
+         WHERE conversation_id = $1 AND organization_id = $2 AND status = 'running'
+         LIMIT $3
+       ) running`,
+      [scope.conversationId, scope.organizationId, maxRunning],
+    );
+    const held = running[0]?.n ?? 0;
+    if (held >= maxRunning) {
+      throw new AppError(
+        'too_many_executions',
+        `This conversation has ${held} running executions, the most allowed (OPSPAD_MAX_RUNNING_EXECUTIONS = ${maxRunning}); none was started. End one (POST /v1/executions/<id>/end) first.`,
+        { running: held, limit: { variable: 'OPSPAD_MAX_RUNNING_EXECUTIONS', max: maxRunning, unit: 'executions' } },
+      );
+    }
     const rows = await tx.query<ExecutionRecord>(
       `INSERT INTO assistant_execution (conversation_id, organization_id) VALUES ($1, $2)
        RETURNING ${EXECUTION_COLUMNS}`,
@@ -170,29 +199,75 @@ async function lockRunningExecution(tx: Queryable, scope: ConversationScope, exe
   }
 }
 
-async function openScope(tx: Queryable, scope: NotesScope, { addsPersistent }: { addsPersistent: boolean }) {
+async function lockScope(tx: Queryable, namespace: number, scope: NotesScope): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))', [
+    namespace,
+    `${scope.organizationId}:${scope.conversationId}`,
+  ]);
+}
+
+async function openScope(
+  tx: Queryable,
+  scope: NotesScope,
+  { addsPersistent, writes = false }: { addsPersistent: boolean; writes?: boolean },
+) {
   await ensureConversation(tx, scope, { lock: false });
   if (addsPersistent) {
-    await tx.query('SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))', [
-      XACT_LOCK_CLASS.persistentNotes,
-      `${scope.organizationId}:${scope.conversationId}`,
-    ]);
+    await lockScope(tx, XACT_LOCK_CLASS.persistentNotes, scope);
   }
   if (scope.executionId !== undefined) {
     await lockRunningExecution(tx, scope, scope.executionId);
+  } else if (writes) {
+    await lockScope(tx, XACT_LOCK_CLASS.conversationNotes, scope);
   }
 }
 
-async function visibleNotes(tx: Queryable, scope: NotesScope): Promise<string[]> {
-  const rows = await tx.query<{ text: string }>(
-    `SELECT text FROM scratchpad_note
-     WHERE organization_id = $1 AND conversation_id = $2
-       AND ((persistent AND execution_id IS NULL)
-         OR (NOT persistent AND execution_id IS NOT DISTINCT FROM $3::uuid))
-     ORDER BY persistent DESC, id`,
-    [scope.organizationId, scope.conversationId, scope.executionId ?? null],
+/** The scope's notes (`persistent`: the conversation's persistent ones), counted up to `limit`. */
+async function notesHeld(tx: Queryable, scope: NotesScope, persistent: boolean, limit: number): Promise<number> {
+  const rows = await tx.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM (
+       SELECT 1 FROM scratchpad_note
+       WHERE organization_id = $1 AND conversation_id = $2 AND persistent = $3
+         AND execution_id IS NOT DISTINCT FROM $4::uuid
+       LIMIT $5
+     ) held`,
+    [scope.organizationId, scope.conversationId, persistent, persistent ? null : (scope.executionId ?? null), limit],
   );
-  return rows.map((row) => row.text);
+  return rows[0]?.n ?? 0;
+}
+
+const VISIBLE_NOTES = `organization_id = $1 AND conversation_id = $2
+  AND ((persistent AND execution_id IS NULL)
+    OR (NOT persistent AND execution_id IS NOT DISTINCT FROM $3::uuid))`;
+
+/**
+ * The page of visible notes (persistent ones first, then the scope's, in write order) after the
+ * first `after`, as many as fit `maxBytes`. Sizes come from the row's length word, not its text.
+ */
+async function visibleNotes(tx: Queryable, scope: NotesScope, after: number, maxBytes: number): Promise<NotesPage> {
+  const params = [scope.organizationId, scope.conversationId, scope.executionId ?? null];
+  const sized = await tx.query<{ id: number; bytes: number }>(
+    `SELECT id, octet_length(text)::int AS bytes FROM scratchpad_note
+     WHERE ${VISIBLE_NOTES}
+     ORDER BY persistent DESC, id`,
+    params,
+  );
+  const { from, to, nextAfter } = pageOfNoteSizes(
+    sized.map((row) => row.bytes),
+    after,
+    maxBytes,
+  );
+  const ids = sized.slice(from, to).map((row) => row.id);
+  const rows =
+    ids.length === 0
+      ? []
+      : await tx.query<{ text: string }>(
+          `SELECT text FROM scratchpad_note
+           WHERE ${VISIBLE_NOTES} AND id = ANY($4::bigint[])
+           ORDER BY persistent DESC, id`,
+          [...params, ids],
+        );
+  return { notes: rows.map((row) => row.text), after: from, total: sized.length, nextAfter };
 }
 
 async function appendTrace(tx: Queryable, scope: NotesScope, kind: TraceKind, notes: string | null): Promise<void> {
@@ -203,34 +278,42 @@ async function appendTrace(tx: Queryable, scope: NotesScope, kind: TraceKind, no
   );
 }
 
-/** Adds a note to the scope and traces the write; returns the visible notes when asked. */
+/**
+ * Adds a note to the scope and traces the write; returns the first page of visible notes when
+ * asked. A scope holding `bounds.maxNotes` notes refuses the write (too_many_notes).
+ */
 export async function writeNote(
   db: Database,
   scope: NotesScope,
   text: string,
-  { withHistory }: { withHistory: boolean },
-): Promise<NotesView | null> {
+  { withHistory, bounds }: { withHistory: boolean; bounds: NotesBounds },
+): Promise<NotesPage | null> {
   return db.transaction(async (tx) => {
-    await openScope(tx, scope, { addsPersistent: false });
+    await openScope(tx, scope, { addsPersistent: false, writes: true });
+    const held = await notesHeld(tx, scope, false, bounds.maxNotes);
+    if (held >= bounds.maxNotes) {
+      throw tooManyNotes(scope.executionId === undefined ? 'conversation' : 'execution', held, bounds.maxNotes);
+    }
     await tx.query(
       `INSERT INTO scratchpad_note (conversation_id, organization_id, execution_id, persistent, text)
        VALUES ($1, $2, $3, false, $4)`,
       [scope.conversationId, scope.organizationId, scope.executionId ?? null, text],
     );
     await appendTrace(tx, scope, 'write', text);
-    return withHistory ? { notes: await visibleNotes(tx, scope) } : null;
+    return withHistory ? await visibleNotes(tx, scope, 0, bounds.readBytes) : null;
   });
 }
 
 /**
- * Reads the scope's notes and traces the read. A non-empty `persistentNotes` is first added to
- * the conversation's persistent notes, unless an identical one is there already.
+ * Reads a page of the scope's notes (after the first `after`) and traces the read. A non-empty
+ * `persistentNotes` is first added to the conversation's persistent notes, unless an identical
+ * one is there already or they hold `bounds.maxNotes` (too_many_notes).
  */
 export async function readNotes(
   db: Database,
   scope: NotesScope,
-  persistentNotes: string | null,
-): Promise<NotesView & { persistentAdded: boolean }> {
+  { persistentNotes, after, bounds }: { persistentNotes: string | null; after: number; bounds: NotesBounds },
+): Promise<NotesPage & { persistentAdded: boolean }> {
   const persistent = persistentNotes === null || persistentNotes === '' ? null : persistentNotes;
   return db.transaction(async (tx) => {
     await openScope(tx, scope, { addsPersistent: persistent !== null });
@@ -248,8 +331,15 @@ export async function readNotes(
         [scope.conversationId, scope.organizationId, persistent],
       );
       persistentAdded = added.length > 0;
+      if (persistentAdded) {
+        // Counted after the insert: an identical note already there is no refusal.
+        const held = await notesHeld(tx, scope, true, bounds.maxNotes + 1);
+        if (held > bounds.maxNotes) {
+          throw tooManyNotes('persistent', held - 1, bounds.maxNotes);
+        }
+      }
     }
     await appendTrace(tx, scope, 'read', persistent);
-    return { notes: await visibleNotes(tx, scope), persistentAdded };
+    return { ...(await visibleNotes(tx, scope, after, bounds.readBytes)), persistentAdded };
   });
 }

@@ -5,6 +5,7 @@
 import { sql } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import {
+  bigint,
   check,
   foreignKey,
   index,
@@ -67,6 +68,23 @@ export const organizationWebhookSecret = pgTable(
     uniqueIndex('uq_organization_webhook_secret_current').on(t.organizationId).where(sql`expires_at IS NULL`),
   ],
 );
+
+/**
+ * Each organization's storage quota: the items its operations hold now (`stored_items`, kept by
+ * the creates that add items and by retention that deletes them, so checking the quota reads one
+ * row instead of counting items), and the limits an operator set for it (null: the deployment's
+ * OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS). A missing row is an organization with no
+ * items and no overrides.
+ */
+export const organizationQuota = pgTable('organization_quota', {
+  organizationId: uuid('organization_id')
+    .primaryKey()
+    .references(() => organization.id, { onDelete: 'cascade' }),
+  storedItems: bigint('stored_items', { mode: 'number' }).notNull().default(0),
+  maxStoredItems: bigint('max_stored_items', { mode: 'number' }),
+  maxOpenOperations: integer('max_open_operations'),
+  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+});
 
 /**
  * A conversation is (organization, id): the id is the caller's, so two organizations that pick

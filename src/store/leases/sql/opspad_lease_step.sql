@@ -1,9 +1,9 @@
 -- A lease in one round trip: the usual case of the general lease transaction
 -- (operation-lease.ts), the same statements in the same lock order, run where the data is.
--- Goes ahead only when the operation is active, in the caller's dispatch epoch (p_epoch null:
--- any), has no expired lease, the caller holds no lease row and a pending item is found from
--- the cursor; otherwise returns no row, having changed nothing, and the caller runs the general
--- transaction. p_limit null: the operation's batch size.
+-- Goes ahead only when the lease is the usual case (opspad_lease_usual: active, in the caller's
+-- dispatch epoch, no lease row of the caller's, no expired lease) and a pending item is found
+-- from the cursor; otherwise returns no row, having changed nothing, and the caller runs the
+-- general transaction. p_limit null: the operation's batch size.
 -- Lock order: the operation row (FOR KEY SHARE) → the batch's item rows (SKIP LOCKED) and the
 -- owner's lease row → the event and the operation row's update, last.
 -- Statements are planned once per connection (plan_cache_mode): their generic plans are the
@@ -19,17 +19,12 @@ DECLARE
   taken_ordinals integer[];
   taken_ids text[];
   in_flight_now integer;
+  pending_now integer;
 BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
   FOR KEY SHARE;
-  IF NOT FOUND OR op.status <> 'active'
-     OR (p_epoch IS NOT NULL AND op.state_json->'dispatch_epoch' IS DISTINCT FROM to_jsonb(p_epoch)) THEN
-    RETURN;
-  END IF;
-  IF EXISTS (SELECT 1 FROM "assistant_operation_lease" l
-             WHERE l.operation_id = p_operation
-               AND (l.owner = p_owner OR (l.remaining > 0 AND l.expires_at < now()))) THEN
+  IF NOT FOUND OR NOT (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
     RETURN;
   END IF;
   SELECT array_agg(t.leased_ordinal ORDER BY t.leased_ordinal), array_agg(t.leased_item_id ORDER BY t.leased_ordinal)
@@ -38,17 +33,16 @@ BEGIN
                           coalesce(p_limit, (op.state_json->>'batch_size')::integer), true) t;
   IF taken_ordinals IS NULL THEN
     -- Nothing from the cursor: "no batch" only when no item is pending at all.
-    SELECT coalesce(sum(l.remaining), 0)::integer INTO in_flight_now
-    FROM "assistant_operation_lease" l WHERE l.operation_id = p_operation AND l.remaining > 0;
-    IF op.total_items - op.completed_count - op.failed_count
-       - coalesce((op.state_json->>'abandoned_count')::integer, 0) - in_flight_now > 0 THEN
+    SELECT p.pending, p.in_flight INTO pending_now, in_flight_now
+    FROM opspad_pending_items(p_operation, op.total_items, op.completed_count + op.failed_count, op.state_json) p;
+    IF pending_now > 0 THEN
       RETURN;
     END IF;
     DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
     RETURN QUERY
     WITH moved AS (
       UPDATE "assistant_operation" o
-      SET state_json = jsonb_set(o.state_json, '{cursor}', to_jsonb(o.total_items)), updated_at = now()
+      SET state_json = opspad_cursor_forward(o.state_json, o.total_items), updated_at = now()
       WHERE o.id = p_operation AND (o.state_json->>'cursor')::integer < o.total_items
       RETURNING o.*),
     found AS (
@@ -70,8 +64,7 @@ BEGIN
   RETURN QUERY
   WITH moved AS (
     UPDATE "assistant_operation" o
-    SET state_json = jsonb_set(o.state_json, '{cursor}', to_jsonb(GREATEST(
-          (o.state_json->>'cursor')::integer, taken_ordinals[cardinality(taken_ordinals)] + 1))),
+    SET state_json = opspad_cursor_forward(o.state_json, taken_ordinals[cardinality(taken_ordinals)] + 1),
         updated_at = now()
     WHERE o.id = p_operation
     RETURNING o.*)

@@ -19,15 +19,14 @@ DECLARE
   done_failed integer;
   taken_ordinals integer[];
   taken_ids text[];
-  in_flight_now integer;
+  pending_now integer;
   lease_state text := 'declined';
   new_cursor integer;
 BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
   FOR KEY SHARE;
-  IF NOT FOUND OR coalesce(cardinality(p_ids), 0) = 0 OR op.status NOT IN ('active', 'paused')
-     OR coalesce((op.state_json->>'max_failure_rate')::double precision, 0) > 0 THEN
+  IF NOT FOUND OR NOT opspad_record_usual(op.status, op.state_json, p_ids) THEN
     RETURN;
   END IF;
   SELECT r.done_completed, r.done_failed INTO done_completed, done_failed
@@ -37,13 +36,9 @@ BEGIN
     'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
 
-  -- The lease, on opspad_lease_step's conditions; the owner's own lease row, spent by the
-  -- record, is gone by now.
-  IF op.status = 'active'
-     AND (p_epoch IS NULL OR op.state_json->'dispatch_epoch' IS NOT DISTINCT FROM to_jsonb(p_epoch))
-     AND NOT EXISTS (SELECT 1 FROM "assistant_operation_lease" l
-                     WHERE l.operation_id = p_operation
-                       AND (l.owner = p_owner OR (l.remaining > 0 AND l.expires_at < now()))) THEN
+  -- The lease, on opspad_lease_step's condition (opspad_lease_usual); the owner's own lease
+  -- row, spent by the record, is gone by now.
+  IF (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
     SELECT array_agg(t.leased_ordinal ORDER BY t.leased_ordinal), array_agg(t.leased_item_id ORDER BY t.leased_ordinal)
     INTO taken_ordinals, taken_ids
     FROM opspad_lease_items(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
@@ -58,10 +53,10 @@ BEGIN
     ELSE
       -- Nothing from the cursor: "no batch" only when no item is pending at all, with this
       -- call's own record added to the row's counters.
-      SELECT coalesce(sum(l.remaining), 0)::integer INTO in_flight_now
-      FROM "assistant_operation_lease" l WHERE l.operation_id = p_operation AND l.remaining > 0;
-      IF op.total_items - op.completed_count - done_completed - op.failed_count - done_failed
-         - coalesce((op.state_json->>'abandoned_count')::integer, 0) - in_flight_now <= 0 THEN
+      SELECT p.pending INTO pending_now
+      FROM opspad_pending_items(p_operation, op.total_items,
+                                op.completed_count + done_completed + op.failed_count + done_failed, op.state_json) p;
+      IF pending_now <= 0 THEN
         lease_state := 'none';
         new_cursor := op.total_items;
       END IF;
@@ -74,8 +69,7 @@ BEGIN
   WITH moved AS (
     UPDATE "assistant_operation" o
     SET completed_count = o.completed_count + done_completed, failed_count = o.failed_count + done_failed,
-        state_json = CASE WHEN new_cursor IS NULL OR (o.state_json->>'cursor')::integer >= new_cursor THEN o.state_json
-                          ELSE jsonb_set(o.state_json, '{cursor}', to_jsonb(new_cursor)) END,
+        state_json = opspad_cursor_forward(o.state_json, new_cursor),
         updated_at = now()
     WHERE o.id = p_operation
     RETURNING o.*)

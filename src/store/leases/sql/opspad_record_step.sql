@@ -1,6 +1,6 @@
 -- A record in one round trip: the usual case of the general record transaction
--- (operation-record.ts), run where the data is. Goes ahead only for the caller's own leased
--- items of an operation that is active; raises SQLSTATE OPS01 when a report's ids were not all
+-- (operation-record.ts), run where the data is. Goes ahead only when the record is the usual
+-- case (opspad_record_usual) and for the caller's own leased items; raises SQLSTATE OPS01 when a report's ids were not all
 -- recordable (rolling back what it wrote; the general path then decides id by id) and returns no
 -- row when the case is not the usual one. p_reasons null: every id completed; otherwise one entry
 -- per id, null for a completion, the reason for a failure.
@@ -20,8 +20,7 @@ BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
   FOR KEY SHARE;
-  IF NOT FOUND OR coalesce(cardinality(p_ids), 0) = 0 OR op.status NOT IN ('active', 'paused')
-     OR coalesce((op.state_json->>'max_failure_rate')::double precision, 0) > 0 THEN
+  IF NOT FOUND OR NOT opspad_record_usual(op.status, op.state_json, p_ids) THEN
     RETURN;
   END IF;
   SELECT r.done_completed, r.done_failed INTO done_completed, done_failed

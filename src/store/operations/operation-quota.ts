@@ -1,0 +1,201 @@
+/**
+ * Each organization's storage quota: the items its operations store and the operations it has
+ * open (active, paused or awaiting approval). A create or a retry reserves its items before it writes anything, and
+ * retention gives them back once it has deleted an operation's item rows.
+ *
+ * Table: organization_quota (one row per organization that has stored items or overrides).
+ * Lock order: the conversation → the organization's quota row (held to commit, so the creates
+ * of one organization take turns here, and the open-operation count after it sees every create
+ * committed before) → the operation rows. Retention holds a finished operation's row, then the
+ * quota row: creates lock only active operations, so the two orders never cross.
+ * Cost: one upsert of one row, and a count that reads at most the limit's entries of the partial
+ * index idx_assistant_operation_org_open; never a count of items.
+ */
+import { AppError } from '../../domain/errors.ts';
+import type { Database, Queryable } from '../db/db.ts';
+import { organizationByName } from '../tenants/organization-repo.ts';
+import { OPEN_STATUSES_SQL } from './status-sql.ts';
+
+/** The deployment's quotas (OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS). */
+export interface QuotaDefaults {
+  maxStoredItems: number;
+  maxOpenOperations: number;
+}
+
+/** The settings' defaults, for callers built without a configuration. */
+export const DEFAULT_QUOTA: QuotaDefaults = { maxStoredItems: 10_000_000, maxOpenOperations: 1000 };
+
+/** An organization's quota overrides: null, the deployment's. */
+export interface QuotaOverrides {
+  max_stored_items: number | null;
+  max_open_operations: number | null;
+}
+
+/** What an organization uses and may use, as the admin API and the CLI show it. */
+export interface OrganizationQuota extends QuotaOverrides {
+  organization_id: string;
+  stored_items: number;
+  open_operations: number;
+  limits: { stored_items: number; open_operations: number };
+}
+
+const VARIABLES = { stored_items: 'OPSPAD_MAX_STORED_ITEMS', open_operations: 'OPSPAD_MAX_OPEN_OPERATIONS' } as const;
+
+function quotaExceeded(
+  quota: keyof typeof VARIABLES,
+  used: number,
+  requested: number,
+  limit: number,
+  overridden: boolean,
+): AppError {
+  const setting = VARIABLES[quota];
+  const source = overridden ? `set for this organization with opspad orgs limits; the default is ${setting}` : setting;
+  const what =
+    quota === 'stored_items'
+      ? `stores ${used} items, and ${requested} more would pass its quota of ${limit} (${source})`
+      : `has ${used} open operations (active, paused or awaiting approval), the most its quota allows (${limit}, ${source})`;
+  const remedy =
+    quota === 'stored_items'
+      ? 'Complete or cancel operations: retention (OPSPAD_RETENTION) then deletes their items and frees the quota'
+      : 'Complete or cancel an open operation first';
+  return new AppError(
+    'quota_exceeded',
+    `This organization ${what}; nothing was created. ${remedy}, or ask the operator for a larger quota.`,
+    { quota, used, requested, limit, setting, overridden },
+  );
+}
+
+/**
+ * Reserves `items` stored items and one open operation for a new operation of the organization,
+ * or refuses (quota_exceeded) without writing anything the caller's transaction keeps. Without
+ * `defaults` (a caller of the store itself) the items are counted and nothing is checked.
+ */
+export async function reserveQuota(
+  tx: Queryable,
+  organizationId: string,
+  items: number,
+  defaults: QuotaDefaults | undefined,
+): Promise<void> {
+  const rows = await tx.query<{
+    stored_items: number;
+    max_stored_items: number | null;
+    max_open_operations: number | null;
+  }>(
+    `INSERT INTO organization_quota (organization_id, stored_items) VALUES ($1, $2)
+     ON CONFLICT (organization_id)
+     DO UPDATE SET stored_items = organization_quota.stored_items + excluded.stored_items
+     RETURNING stored_items::float8 AS stored_items, max_stored_items::float8 AS max_stored_items, max_open_operations`,
+    [organizationId, items],
+  );
+  const row = rows[0] as { stored_items: number; max_stored_items: number | null; max_open_operations: number | null };
+  if (defaults === undefined) {
+    return;
+  }
+  const itemLimit = row.max_stored_items ?? defaults.maxStoredItems;
+  if (row.stored_items > itemLimit) {
+    throw quotaExceeded('stored_items', row.stored_items - items, items, itemLimit, row.max_stored_items !== null);
+  }
+  const openLimit = row.max_open_operations ?? defaults.maxOpenOperations;
+  const open = await countOpenOperations(tx, organizationId, openLimit);
+  if (open >= openLimit) {
+    throw quotaExceeded('open_operations', open, 1, openLimit, row.max_open_operations !== null);
+  }
+}
+
+/** The organization's open operations, counted up to `limit` (an index range of at most that many). */
+export async function countOpenOperations(tx: Queryable, organizationId: string, limit: number): Promise<number> {
+  const rows = await tx.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM (
+       SELECT 1 FROM assistant_operation
+       WHERE organization_id = $1 AND status IN (${OPEN_STATUSES_SQL})
+       LIMIT $2
+     ) open`,
+    [organizationId, limit],
+  );
+  return rows[0]?.n ?? 0;
+}
+
+/** Gives back a finished operation's items once retention has deleted its item rows. */
+export async function releaseStoredItems(tx: Queryable, operationId: string): Promise<void> {
+  await tx.query(
+    `UPDATE organization_quota q SET stored_items = greatest(0, q.stored_items - o.total_items)
+     FROM assistant_operation o
+     WHERE o.id = $1 AND q.organization_id = o.organization_id`,
+    [operationId],
+  );
+}
+
+/** Sets (a number) or clears (null) an organization's overrides; undefined leaves one as it is. */
+export async function setQuotaOverrides(
+  tx: Queryable,
+  organizationId: string,
+  overrides: Partial<QuotaOverrides>,
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO organization_quota (organization_id, max_stored_items, max_open_operations)
+     VALUES ($1, $3::bigint, $5::int)
+     ON CONFLICT (organization_id) DO UPDATE SET
+       max_stored_items = CASE WHEN $2::boolean THEN excluded.max_stored_items ELSE organization_quota.max_stored_items END,
+       max_open_operations = CASE WHEN $4::boolean THEN excluded.max_open_operations ELSE organization_quota.max_open_operations END,
+       updated_at = now()`,
+    [
+      organizationId,
+      overrides.max_stored_items !== undefined,
+      overrides.max_stored_items ?? null,
+      overrides.max_open_operations !== undefined,
+      overrides.max_open_operations ?? null,
+    ],
+  );
+}
+
+/** The organization's quota: use, overrides and the limits in force. */
+export async function getOrganizationQuota(
+  db: Queryable,
+  organizationId: string,
+  defaults: QuotaDefaults,
+): Promise<OrganizationQuota> {
+  const rows = await db.query<{
+    stored_items: number;
+    max_stored_items: number | null;
+    max_open_operations: number | null;
+  }>(
+    `SELECT stored_items::float8 AS stored_items, max_stored_items::float8 AS max_stored_items, max_open_operations
+     FROM organization_quota WHERE organization_id = $1`,
+    [organizationId],
+  );
+  const row = rows[0] ?? { stored_items: 0, max_stored_items: null, max_open_operations: null };
+  const limits = {
+    stored_items: row.max_stored_items ?? defaults.maxStoredItems,
+    open_operations: row.max_open_operations ?? defaults.maxOpenOperations,
+  };
+  return {
+    organization_id: organizationId,
+    stored_items: row.stored_items,
+    open_operations: await countOpenOperations(db, organizationId, limits.open_operations + 1),
+    max_stored_items: row.max_stored_items,
+    max_open_operations: row.max_open_operations,
+    limits,
+  };
+}
+
+/**
+ * `opspad orgs limits` and the admin API: the named organization's quota after setting the
+ * overrides given, or null when there is no such organization (nothing is set).
+ */
+export async function organizationLimits(
+  db: Database,
+  organizationName: string,
+  overrides: Partial<QuotaOverrides>,
+  defaults: QuotaDefaults,
+): Promise<(OrganizationQuota & { organization: string }) | null> {
+  return db.transaction(async (tx) => {
+    const organization = await organizationByName(tx, organizationName);
+    if (!organization) {
+      return null;
+    }
+    if (overrides.max_stored_items !== undefined || overrides.max_open_operations !== undefined) {
+      await setQuotaOverrides(tx, organization.id, overrides);
+    }
+    return { organization: organization.name, ...(await getOrganizationQuota(tx, organization.id, defaults)) };
+  });
+}
