@@ -56,6 +56,8 @@ export interface ApiServerDeps {
   eventsPollMs: number | undefined;
   /** False once shutdown began: readiness fails and event streams end. */
   accepting(): boolean;
+  /** Readiness of the database: throws a message naming the outage when it is gone. */
+  databaseCheck(): Promise<void>;
 }
 
 /** Builds the app and listens on HOST:PORT; rejects when the address cannot be bound. */
@@ -160,7 +162,7 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
     eventsPollMs: deps.eventsPollMs,
     readiness: {
       checks: {
-        postgres: async () => void (await db.query('SELECT 1')),
+        postgres: deps.databaseCheck,
         ...queueBackend.readinessChecks,
       },
       accepting: deps.accepting,

@@ -30,7 +30,7 @@ import { selectReorganizer } from './reorganizer/select.ts';
 import { runShutdown, ShutdownTimeoutError } from './shutdown.ts';
 import { StartFailedError, startSequence } from './start-steps.ts';
 import type { ConversationScope, Queryable } from './store/index.ts';
-import { openConnectedDatabase, runMigrations, webhookSigningSecrets } from './store/index.ts';
+import { openConnectedDatabase, runMigrations, watchDatabase, webhookSigningSecrets } from './store/index.ts';
 import { startTracing } from './telemetry/tracing.ts';
 
 export type { ServiceConfig } from './api-server.ts';
@@ -124,6 +124,11 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   if (!options.db) {
     await start.step('migrations', () => runMigrations(db));
   }
+  // Says in the log and on /readyz when Postgres is gone (a crash, a failover) and when it is back.
+  const databaseWatch = watchDatabase(db, logger);
+  if ('pool' in db) {
+    db.pool.on('error', () => databaseWatch.probe());
+  }
   // Before any queue exists: each one is created with BullMQ's telemetry hook when traces are on.
   const tracing = await start.step(
     'tracing',
@@ -193,6 +198,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
         onReorganizeDue,
         eventsPollMs: options.eventsPollMs,
         accepting: () => accepting,
+        databaseCheck: databaseWatch.check,
       }),
     {
       close: (listening) => async () => listening && closeServerNow(listening),
@@ -231,7 +237,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
                 trustProxy: access.OPSPAD_TRUST_PROXY,
                 logger,
                 readiness: {
-                  checks: { postgres: async () => void (await db.query('SELECT 1')), ...queueBackend.readinessChecks },
+                  checks: { postgres: databaseWatch.check, ...queueBackend.readinessChecks },
                   accepting: () => accepting,
                 },
               },
@@ -318,6 +324,7 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
+      databaseWatch.stop();
       const report = await runShutdown(shutdownSteps, { timeoutMs: shutdownTimeoutMs, logger });
       if (report.stuck) {
         throw new ShutdownTimeoutError(report.stuck, shutdownTimeoutMs);

@@ -4,6 +4,7 @@
  * driver's own words ("connect ECONNREFUSED 127.0.0.1:1") name neither the variable nor a fix.
  */
 import type { DatabaseSettings } from '../config/env.ts';
+import { parsePostgresUrl } from '../config/postgres-url.ts';
 import { describeFailure } from '../start-steps.ts';
 import { CommandError, ProblemError } from './failure.ts';
 
@@ -41,7 +42,15 @@ interface Server {
   database: string;
 }
 
-function serverOf(variable: Server['variable'], url: string): Server {
+function serverOf(variable: Server['variable'], given: string): Server {
+  // A multi-host URL is named by its first host (the others are listed in the driver's words).
+  const url = (() => {
+    try {
+      return parsePostgresUrl(given).singleHostUrl;
+    } catch {
+      return given;
+    }
+  })();
   try {
     const parsed = new URL(url);
     const socket = parsed.searchParams.get('host');

@@ -4,6 +4,7 @@
  * in env.ts.
  */
 import { z } from 'zod';
+import { parsePostgresUrl } from './postgres-url.ts';
 
 export const port = z.coerce
   .number({ error: 'must be a port number' })
@@ -32,6 +33,32 @@ export const url = (protocols: readonly string[]) =>
       },
       `must be a URL starting with ${protocols.map((p) => `${p}//`).join(' or ')}`,
     );
+
+/**
+ * A Postgres URL, the libpq multi-host form included (postgres-url.ts): one host is checked as
+ * any URL; a host list or target_session_attrs as libpq would read them.
+ */
+export const postgresUrl = z
+  .string()
+  .trim()
+  .superRefine((value, ctx) => {
+    const multi = /^postgres(?:ql)?:\/\/(?:[^@/?#]*@)?[^/?#]*,/.test(value) || /[?&]target_session_attrs=/.test(value);
+    if (!multi) {
+      const single = url(['postgres:', 'postgresql:']).safeParse(value);
+      for (const issue of single.success ? [] : single.error.issues) {
+        ctx.addIssue({ code: 'custom', message: issue.message });
+      }
+      return;
+    }
+    try {
+      parsePostgresUrl(value);
+    } catch (error) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `must be a Postgres URL, one host or libpq's host list (postgresql://user@host1:5432,host2:5432/db?target_session_attrs=read-write): ${(error as Error).message}`,
+      });
+    }
+  });
 
 export const list = z
   .string()

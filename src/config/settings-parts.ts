@@ -15,6 +15,7 @@ import {
   perWindow,
   port,
   positiveInt,
+  postgresUrl,
   text,
   url,
 } from './parsers.ts';
@@ -90,12 +91,13 @@ const addressPart = part({
 });
 
 const databasePart = part({
-  DATABASE_URL: url(['postgres:', 'postgresql:']).optional().meta({
-    description: "The Postgres server holding opspad's data; unset: an embedded PGlite database in OPSPAD_DATA_DIR.",
+  DATABASE_URL: postgresUrl.optional().meta({
+    description:
+      "The Postgres server holding opspad's data (libpq's host list finds the writable node); unset: an embedded PGlite database in OPSPAD_DATA_DIR.",
   }),
   // Migrations, the reconciler's session lock and the Postgres queue backend's LISTEN need a
   // session of their own, which a pooler in transaction mode does not give.
-  DATABASE_DIRECT_URL: url(['postgres:', 'postgresql:']).optional().meta({
+  DATABASE_DIRECT_URL: postgresUrl.optional().meta({
     description:
       "The Postgres server itself when DATABASE_URL is a pooler in transaction mode (PgBouncer): migrations, the reconciler's lock and the Postgres queue backend use it.",
   }),

@@ -25,6 +25,7 @@ import {
   Worker,
 } from 'bullmq';
 import { SESSION_LOCK } from '../store/db/lock-keys.ts';
+import { pgConnectionConfig } from '../store/db/primary-locator.ts';
 import type { QueueBackend } from './backend.ts';
 import { batchQueueName } from './catalog.ts';
 import { type NotificationClient, postgresControlChannel } from './control-channel.ts';
@@ -60,7 +61,8 @@ function openConnection(target: PostgresQueueTarget, pglitePool: PgPool | null) 
   }
   const schema = queueSchemaFor(target.prefix);
   const connection = new SharedPostgresConnection({
-    connectionString: target.connectionString,
+    // A multi-host URL: the pool and the LISTEN connection find the primary (primary-locator.ts).
+    ...pgConnectionConfig(target.connectionString),
     schema,
     max: target.poolSize,
     // Which deployment a connection serves, in pg_stat_activity (Postgres keeps 63 bytes).

@@ -46,6 +46,9 @@ export interface WorkerPool {
   close(graceMs?: number): Promise<void>;
 }
 
+/** How soon a worker retries a queue call that failed (see runRetryDelay below). */
+const QUEUE_RETRY_DELAY_MS = 1000;
+
 export async function startWorkerPool(options: WorkerPoolOptions): Promise<WorkerPool> {
   const stops = createStopSignals();
   const subscription = await options.backend.control.subscribe((message) =>
@@ -111,6 +114,9 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
       stalledInterval: options.jobLockTtlMs,
       // Steps are idempotent (leases), so a job may stall many times (repeated crashes) safely.
       maxStalledCount: 100,
+      // A fetch or a job's move that failed because the queue's store was gone (Postgres failing
+      // over or restarting, with the jobs in it) is tried again this soon, not after BullMQ's 15 s.
+      runRetryDelay: QUEUE_RETRY_DELAY_MS,
     });
     worker.on('failed', (job, error) => {
       options.logger.error({ err: error, job_id: job?.id, queue: worker.name }, 'batch job failed');

@@ -15,6 +15,7 @@ import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { isRetryableConflict } from './pg-errors.ts';
 import { preparedName } from './prepared.ts';
+import { pgConnectionConfig } from './primary-locator.ts';
 import { makePrivate, PRIVATE_FOLDER_MODE } from './private-files.ts';
 
 export type Row = Record<string, unknown>;
@@ -134,7 +135,7 @@ const IDLE_IN_TRANSACTION_MS = 15_000;
 export function createPostgresDatabase(options: PostgresOptions): Database & { pool: pg.Pool; sessionPool: pg.Pool } {
   const behindPooler = options.directConnectionString !== undefined;
   const pool = new pg.Pool({
-    connectionString: options.connectionString,
+    ...pgConnectionConfig(options.connectionString),
     max: options.poolSize ?? 10,
     application_name: options.applicationName ?? 'opspad',
     // A process that stops mid-transaction (frozen, paused by the OS, partitioned) would hold
@@ -151,7 +152,7 @@ export function createPostgresDatabase(options: PostgresOptions): Database & { p
   // migrations' at start, the reconciler's), and the pooled connections stay for queries.
   const sessionPool = behindPooler
     ? new pg.Pool({
-        connectionString: options.directConnectionString,
+        ...pgConnectionConfig(options.directConnectionString as string),
         max: 2,
         application_name: options.applicationName ?? 'opspad',
         idle_in_transaction_session_timeout: IDLE_IN_TRANSACTION_MS,

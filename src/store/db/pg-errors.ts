@@ -47,3 +47,27 @@ export function sqlStateOf(error: unknown): string | undefined {
   const { code } = fieldsOf(error);
   return typeof code === 'string' ? code : undefined;
 }
+
+/** Node's errors of a connection that could not be made or was cut. */
+const SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENOTFOUND']);
+/**
+ * SQLSTATEs of a server going away or not being the primary any more: shutting down (57P01,
+ * 57P02 crash, 57P03 starting up), connection exceptions (class 08), and a write on a node a
+ * failover just demoted (25006).
+ */
+const GONE_STATES = new Set(['57P01', '57P02', '57P03', '25006']);
+
+/**
+ * Whether `error` says the server is gone (crashed, restarting, failing over) rather than that
+ * the statement was wrong: the call may be retried once it is back.
+ */
+export function isDatabaseGone(error: unknown): boolean {
+  const { code, message } = fieldsOf(error);
+  if (typeof code === 'string' && (SOCKET_CODES.has(code) || GONE_STATES.has(code) || code.startsWith('08'))) {
+    return true;
+  }
+  // node-postgres reports a connection lost mid-query without a code.
+  return (
+    typeof message === 'string' && /^Connection terminated|^Client has encountered a connection error/.test(message)
+  );
+}
