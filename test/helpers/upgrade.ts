@@ -54,3 +54,22 @@ export async function openEmptyDatabase(engine: Engine): Promise<{ db: OpspadDat
     },
   };
 }
+
+/**
+ * Runs `seed` (today's store functions, writing the rows an earlier opspad would have) on a
+ * database migrated only up to an earlier migration. Today's create also counts the items in
+ * the storage quota, whose table a later migration makes: the seed is lent a bare copy of it,
+ * dropped again before the caller upgrades, so the upgrade meets the schema the earlier opspad
+ * left (and fills the quota from the operations it finds).
+ */
+export async function seedBeforeUpgrade<T>(db: OpspadDatabase, seed: () => Promise<T>): Promise<T> {
+  await db.query(
+    `CREATE TABLE organization_quota (organization_id uuid PRIMARY KEY, stored_items bigint NOT NULL DEFAULT 0,
+       max_stored_items bigint, max_open_operations integer)`,
+  );
+  try {
+    return await seed();
+  } finally {
+    await db.query('DROP TABLE organization_quota');
+  }
+}

@@ -16,7 +16,7 @@ import {
   runMigrations,
 } from '../../src/store/index.ts';
 import { ENGINES } from '../helpers/harness.ts';
-import { migrationsBefore, openEmptyDatabase } from '../helpers/upgrade.ts';
+import { migrationsBefore, openEmptyDatabase, seedBeforeUpgrade } from '../helpers/upgrade.ts';
 
 const UPGRADE = /^\d{4}_item_id_bytewise$/;
 /** Equal under no deterministic collation: case, and é precomposed against e + combining accent. */
@@ -50,7 +50,7 @@ describe.each(ENGINES)('upgrading to item ids compared byte by byte on %s', (eng
     await runMigrations(db, { migrationsFolder: folder });
     const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
     scope = { organizationId: organization_id, conversationId: randomUUID() };
-    operationId = (await create(IDS, scope.conversationId)).operation.id;
+    operationId = await seedBeforeUpgrade(db, async () => (await create(IDS, scope.conversationId)).operation.id);
     // As a server's tables are: analyzed before the upgrade.
     await db.query('ANALYZE assistant_operation_item');
     await runMigrations(db);

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { leaseBatch, type OpspadDatabase, recordResults, runMigrations } from '../../src/store/index.ts';
 import { ENGINES, ids, newStoreOperation } from '../helpers/harness.ts';
 import { ITEM_STATES } from '../helpers/item-states.ts';
-import { migrationsBefore, openEmptyDatabase } from '../helpers/upgrade.ts';
+import { migrationsBefore, openEmptyDatabase, seedBeforeUpgrade } from '../helpers/upgrade.ts';
 
 const UPGRADE = /^\d{4}_item_written_once$/;
 
@@ -27,7 +27,7 @@ describe.each(ENGINES)('upgrading to leases kept only in their rows on %s', (eng
     ({ db, drop } = await openEmptyDatabase(engine));
     folder = migrationsBefore(UPGRADE);
     await runMigrations(db, { migrationsFolder: folder });
-    operation = await newStoreOperation(db, 6, 3);
+    operation = await seedBeforeUpgrade(db, () => newStoreOperation(db, 6, 3));
     // The first batch, leased to `w` as the previous schema leased it.
     const { operationId } = operation;
     await db.query(
@@ -46,7 +46,7 @@ describe.each(ENGINES)('upgrading to leases kept only in their rows on %s', (eng
     ]);
     // Another operation: `w` leased items 0-2, gave back 1 and 2, and `v` leased 2; `w`'s row
     // still names all three, as the previous schema left it.
-    gaveBack = await newStoreOperation(db, 6, 3);
+    gaveBack = await seedBeforeUpgrade(db, () => newStoreOperation(db, 6, 3));
     await db.query(
       `UPDATE assistant_operation_item SET status = 'leased', lease_owner = CASE WHEN ordinal = 0 THEN 'w' ELSE 'v' END,
          lease_expires_at = now() + interval '5 minutes', attempts = 1
