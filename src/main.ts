@@ -79,6 +79,7 @@ const STEPS = {
   handlers: null,
   database: 8,
   migrations: null,
+  'database watch': 0,
   tracing: 9,
   'queue backend': 7,
   queues: 6,
@@ -125,10 +126,18 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
     await start.step('migrations', () => runMigrations(db));
   }
   // Says in the log and on /readyz when Postgres is gone (a crash, a failover) and when it is back.
-  const databaseWatch = watchDatabase(db, logger);
-  if ('pool' in db) {
-    db.pool.on('error', () => databaseWatch.probe());
-  }
+  // A step of its own, so a start that fails later stops its probes before the pool closes.
+  const databaseWatch = await start.step(
+    'database watch',
+    () => {
+      const watch = watchDatabase(db, logger);
+      if ('pool' in db) {
+        db.pool.on('error', () => watch.probe());
+      }
+      return watch;
+    },
+    { shutdown: (watch) => ({ run: async () => watch.stop() }) },
+  );
   // Before any queue exists: each one is created with BullMQ's telemetry hook when traces are on.
   const tracing = await start.step(
     'tracing',
@@ -324,7 +333,6 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
   let closing: Promise<void> | undefined;
   const close = () => {
     closing ??= (async () => {
-      databaseWatch.stop();
       const report = await runShutdown(shutdownSteps, { timeoutMs: shutdownTimeoutMs, logger });
       if (report.stuck) {
         throw new ShutdownTimeoutError(report.stuck, shutdownTimeoutMs);

@@ -204,6 +204,7 @@ describe('createOpspad failing at each of its steps', () => {
       'handlers',
       'database',
       'migrations',
+      'database watch',
       'tracing',
       'queue backend',
       'queues',
