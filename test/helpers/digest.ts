@@ -18,6 +18,7 @@ const TABLES: Record<string, { owner: string; join?: string }> = {
   api_key: { owner: 't.organization_id' },
   organization_webhook_secret: { owner: 't.organization_id' },
   organization_quota: { owner: 't.organization_id' },
+  organization_key_limit: { owner: 't.organization_id' },
   assistant_conversation: { owner: 't.organization_id' },
   assistant_operation: { owner: 't.organization_id' },
   assistant_operation_item: {
@@ -33,6 +34,11 @@ const TABLES: Record<string, { owner: string; join?: string }> = {
     join: 'LEFT JOIN assistant_operation o ON o.id = t.operation_id',
   },
   operation_event: { owner: 't.organization_id' },
+  operation_throttle: {
+    owner: 'o.organization_id',
+    join: 'LEFT JOIN assistant_operation o ON o.id = t.operation_id',
+  },
+  operator_bulk_action_target: { owner: 't.organization_id' },
   assistant_execution: { owner: 't.organization_id' },
   scratchpad_note: { owner: 't.organization_id' },
   scratchpad_trace: { owner: 't.organization_id' },
@@ -48,9 +54,15 @@ const TABLES: Record<string, { owner: string; join?: string }> = {
 
 /**
  * Tables that hold no tenant data (migration and retention bookkeeping; OAuth clients, which
- * register themselves before any organization is granted to them).
+ * register themselves before any organization is granted to them; an operator's bulk actions,
+ * whose targets are each organization's).
  */
-const NOT_TENANT_DATA = new Set(['__drizzle_migrations', 'retention_watermark', 'oauth_client']);
+const NOT_TENANT_DATA = new Set([
+  '__drizzle_migrations',
+  'retention_watermark',
+  'oauth_client',
+  'operator_bulk_action',
+]);
 
 const LINES = Object.entries(TABLES)
   .map(

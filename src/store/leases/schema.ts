@@ -1,7 +1,7 @@
 /**
  * The leases in force (src/store/schema.ts gathers every folder's tables for drizzle-kit).
  */
-import { integer, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { integer, pgTable, primaryKey, text, timestamp, uuid, varchar } from 'drizzle-orm/pg-core';
 import { assistantOperation } from '../operations/schema.ts';
 
 /**
@@ -23,3 +23,22 @@ export const assistantOperationLease = pgTable(
   },
   (t) => [primaryKey({ columns: [t.operationId, t.owner], name: 'pk_assistant_operation_lease' })],
 );
+
+/**
+ * An operation whose work waits on a provider limit (a handler's per-key rate or concurrency):
+ * written by the worker that parks a batch for it, renewed while it keeps waiting, and read by
+ * `get` and the context fragment so the assistant is told its operation is throttled, not
+ * stalled. A row whose `until` has passed says nothing; the row goes with its operation.
+ */
+export const operationThrottle = pgTable('operation_throttle', {
+  operationId: uuid('operation_id')
+    .primaryKey()
+    .references(() => assistantOperation.id, { onDelete: 'cascade' }),
+  limitKey: text('limit_key').notNull(),
+  /** `rate` or `concurrency`: which limit the key is at. */
+  reason: varchar('reason', { length: 16 }).notNull(),
+  rateMax: integer('rate_max'),
+  rateIntervalMs: integer('rate_interval_ms'),
+  concurrency: integer('concurrency'),
+  until: timestamp('until', { withTimezone: true }).notNull(),
+});

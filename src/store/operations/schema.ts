@@ -153,3 +153,43 @@ export const operationEvent = pgTable(
 );
 
 // ─── Scratchpads ─────────────────────────────────────────────────────────────────────────────
+
+/**
+ * An operator's action on every operation a filter matched (pause, resume, cancel,
+ * retry_failed): who asked, the filter as given, and its progress. The operations it acts on are
+ * fixed when it is created (operator_bulk_action_target), so one created while it runs is not
+ * caught by it.
+ */
+export const operatorBulkAction = pgTable(
+  'operator_bulk_action',
+  {
+    id: uuid('id').primaryKey(),
+    action: varchar('action', { length: 16 }).notNull(),
+    filter: jsonb('filter').notNull(),
+    actor: text('actor').notNull(),
+    /** `running` until every target is applied or skipped, then `done`. */
+    status: varchar('status', { length: 16 }).notNull().default('running'),
+    matched: integer('matched').notNull(),
+    applied: integer('applied').notNull().default(0),
+    skipped: integer('skipped').notNull().default(0),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+  },
+  (t) => [index('idx_operator_bulk_action_created').on(t.createdAt)],
+);
+
+/** The operations a bulk action acts on, fixed at its creation, each with its outcome. */
+export const operatorBulkActionTarget = pgTable(
+  'operator_bulk_action_target',
+  {
+    bulkActionId: uuid('bulk_action_id')
+      .notNull()
+      .references(() => operatorBulkAction.id, { onDelete: 'cascade' }),
+    operationId: uuid('operation_id').notNull(),
+    organizationId: uuid('organization_id').notNull(),
+    /** `pending`, `applied`, or `skipped` (the operation had moved on, or is gone). */
+    state: varchar('state', { length: 16 }).notNull().default('pending'),
+    detail: text('detail'),
+  },
+  (t) => [primaryKey({ columns: [t.bulkActionId, t.operationId], name: 'pk_operator_bulk_action_target' })],
+);

@@ -16,6 +16,7 @@ import {
   timestamp,
   uniqueIndex,
   uuid,
+  varchar,
 } from 'drizzle-orm/pg-core';
 
 export const organization = pgTable(
@@ -83,8 +84,36 @@ export const organizationQuota = pgTable('organization_quota', {
   storedItems: bigint('stored_items', { mode: 'number' }).notNull().default(0),
   maxStoredItems: bigint('max_stored_items', { mode: 'number' }),
   maxOpenOperations: integer('max_open_operations'),
+  /** Its share of each handler type's fleet, relative to the others' (null: 1). */
+  fairShareWeight: integer('fair_share_weight'),
   updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * An organization's own provider limits for a handler type (a platform that sells tiers sets
+ * them per customer), overriding the handler's declared `limits` for the organization's keys:
+ * `limit_key` '' stands for every key of its operations of the type, any other value for that key
+ * alone (the key the handler computes, e.g. `query_params.account`). A null column keeps the
+ * handler's own figure.
+ */
+export const organizationKeyLimit = pgTable(
+  'organization_key_limit',
+  {
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organization.id, { onDelete: 'cascade' }),
+    operationType: varchar('operation_type', { length: 100 }).notNull(),
+    limitKey: text('limit_key').notNull().default(''),
+    rateMax: integer('rate_max'),
+    rateIntervalMs: integer('rate_interval_ms'),
+    concurrency: integer('concurrency'),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.organizationId, t.operationType, t.limitKey], name: 'pk_organization_key_limit' }),
+    check('organization_key_limit_rate_pair', sql`(${t.rateMax} IS NULL) = (${t.rateIntervalMs} IS NULL)`),
+  ],
+);
 
 /**
  * A conversation is (organization, id): the id is the caller's, so two organizations that pick
