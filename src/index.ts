@@ -15,11 +15,13 @@ import { StartFailedError } from './start-steps.ts';
 import { createApiKey } from './store/index.ts';
 
 export { openApiDocument } from './api/openapi/document.ts';
+export type { LimitKeySource } from './domain/key-limits.ts';
 export type {
   BatchContext,
   BatchHandler,
   Handler,
   HandlerContext,
+  HandlerLimits,
   HandlerSettings,
   ItemContext,
   ItemHandler,

@@ -14,6 +14,7 @@ export interface Metrics {
   batchesAbandoned: Counter<'operation_type' | 'reason'>;
   abandonedPending: Gauge<'operation_type'>;
   batchesDeferred: Counter<'operation_type'>;
+  batchesThrottled: Counter<'operation_type' | 'limited_by'>;
   leaseDuration: Histogram<'operation_type'>;
   handlerDuration: Histogram<'operation_type'>;
   recordDuration: Histogram<'operation_type'>;
@@ -80,6 +81,12 @@ export function createMetrics(): Metrics {
       name: 'opspad_batches_deferred_total',
       help: 'Batch jobs put back because their organization held its fair share of the slots while others waited.',
       labelNames: ['operation_type'],
+      registers: [registry],
+    }),
+    batchesThrottled: new Counter({
+      name: 'opspad_batches_throttled_total',
+      help: "Batch jobs parked because their key was at the handler's provider limit (rate or concurrency).",
+      labelNames: ['operation_type', 'limited_by'],
       registers: [registry],
     }),
     leaseDuration: new Histogram({

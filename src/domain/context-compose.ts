@@ -14,6 +14,7 @@ import {
   overflowLine,
   summarizeOperation,
 } from './context-render.ts';
+import type { OperationThrottle } from './key-limits.ts';
 import { type RecitationSelection, renderRecitation } from './recitation.ts';
 
 /** The share of the budget the operations may take when a scratchpad is recited too. */
@@ -37,6 +38,8 @@ export interface ComposeInput {
   total: number;
   /** `paused_by` of operations paused before it was kept in their state. */
   pausedBy?: ReadonlyMap<string, string>;
+  /** Operations whose work waits on a provider limit now. */
+  throttled?: ReadonlyMap<string, OperationThrottle>;
   /** Open operations of the organization's other conversations, when asked for. */
   others?: { operations: readonly OpenOperation[]; total: number };
   recitation: RecitationSelection | null;
@@ -82,7 +85,12 @@ function operationsSection(
   const reserve = cost(count, [overflowLine(total)]);
   const shown: OperationSummary[] = [];
   for (const op of orderOperations(operations)) {
-    const summary = summarizeOperation(op, `#${firstAlias + shown.length}`, input.pausedBy?.get(op.id));
+    const summary = summarizeOperation(
+      op,
+      `#${firstAlias + shown.length}`,
+      input.pausedBy?.get(op.id),
+      input.throttled?.get(op.id),
+    );
     if (other) {
       summary.conversation_id = op.conversation_id;
     }

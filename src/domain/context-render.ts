@@ -6,6 +6,7 @@
  * heading says once how to call it — and says who paused it. The text has no clock times,
  * so it only changes when the work does (a cached prompt prefix before it survives).
  */
+import { type OperationThrottle, throttleWords } from './key-limits.ts';
 import type { ListedOperation } from './operation.ts';
 import { type ProgressFields, progressFields } from './operation-progress.ts';
 import { pausedByWords } from './paused-by.ts';
@@ -19,13 +20,25 @@ export interface OperationSummary extends ProgressFields {
   alias: string | null;
   /** Set when the operation lives in another conversation than the one asked about. */
   conversation_id?: string;
+  /** Set while its work waits on (or runs at the pace of) a provider limit. */
+  throttled?: OperationThrottle;
 }
 
 /** An open operation as the fragment reads it: the listed record and its leased items. */
 export type OpenOperation = ListedOperation & { in_flight_count: number };
 
-export function summarizeOperation(op: OpenOperation, alias: string | null, pausedBy?: string): OperationSummary {
-  return { operation_id: op.id, alias, ...progressFields(op, op.in_flight_count, pausedBy) };
+export function summarizeOperation(
+  op: OpenOperation,
+  alias: string | null,
+  pausedBy?: string,
+  throttled?: OperationThrottle,
+): OperationSummary {
+  return {
+    operation_id: op.id,
+    alias,
+    ...progressFields(op, op.in_flight_count, pausedBy),
+    ...(throttled && op.status === 'active' ? { throttled } : {}),
+  };
 }
 
 /** Tenant text on one line, cut at a word where it must be (never mid-line in the fragment). */
@@ -38,7 +51,9 @@ export function oneLine(text: string, max: number): string {
 function nextOf(op: OpenOperation, summary: OperationSummary): string {
   if (op.status === 'active') {
     if (summary.execution === 'background') {
-      return 'workers run it; get to check on it';
+      return summary.throttled
+        ? `workers run it at its provider's limit (${throttleWords(summary.throttled)}): throttled, not stalled; get to check on it`
+        : 'workers run it; get to check on it';
     }
     return summary.remaining_count > 0 ? 'progress, do the batch, update' : 'every item is recorded: complete';
   }

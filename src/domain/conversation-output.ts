@@ -6,7 +6,13 @@
  */
 import { z } from 'zod';
 import { ERROR_CODES, type ErrorCode } from './errors.ts';
-import { ExecutionMode, OperationCounts, OperationStatus, PausedByOutput } from './operation-output.ts';
+import {
+  ExecutionMode,
+  OperationCounts,
+  OperationStatus,
+  PausedByOutput,
+  ThrottledOutput,
+} from './operation-output.ts';
 import { PadFact, PadItem, PadRef, SCRATCHPAD_SCHEMA } from './scratchpad.ts';
 
 const count = z.number().int().min(0);
@@ -147,6 +153,7 @@ const ContextOperation = z.object({
   ...OperationCounts,
   paused_reason: z.string().nullable(),
   paused_by: PausedByOutput,
+  throttled: ThrottledOutput.optional(),
   conversation_id: z.uuid().optional().describe('Other conversations’ operations only.'),
 });
 

@@ -20,6 +20,19 @@ export const PausedByOutput = z
   .nullable()
   .describe('Who paused it: after an operator’s pause, ask the user before resuming.');
 
+/** Set while an operation's work waits on a provider limit of its handler (domain/key-limits.ts). */
+export const ThrottledOutput = z
+  .object({
+    limit_key: z.string().nullable().describe("The handler's key it counts against (null: its organization's)."),
+    limited_by: z.enum(['rate', 'concurrency']),
+    rate: z.object({ max: count, interval_ms: count }).nullable().describe('Items per interval for the key.'),
+    concurrency: count.nullable().describe('Items of the key in flight at once.'),
+    until: z.iso.datetime().describe('Until when it is expected to wait; renewed while it does.'),
+  })
+  .describe(
+    'Present while workers run the operation at its provider’s limit: throttled, not stalled; do not resume it.',
+  );
+
 export const OperationStatus = z.enum(OPERATION_STATUS);
 export const ExecutionMode = z
   .enum(['assistant', 'background'])
@@ -108,7 +121,8 @@ export const GetResult = z.object({
   retry_of: z.uuid().nullable().describe('The operation this one retries the failures of.'),
   paused_reason: z.string().nullable(),
   paused_by: PausedByOutput,
-  next: z.string().optional().describe('When paused: what to do, with the exact call.'),
+  throttled: ThrottledOutput.optional(),
+  next: z.string().optional().describe('When paused or throttled: what to do, with the exact call.'),
   created_at: z.iso.datetime(),
   updated_at: z.iso.datetime(),
   failures: z.array(z.object({ id: z.string(), reason: z.string().nullable() })),

@@ -28,6 +28,24 @@ const HandlerSettingsSchema = z.object({
   itemConcurrency: z.number().int().min(1).max(1000).optional(),
   batchSize: z.number().int().min(1).max(10_000).optional(),
   rateLimit: z.object({ max: z.number().int().min(1), durationMs: z.number().int().min(1) }).optional(),
+  limits: z
+    .object({
+      key: z
+        .custom<(source: unknown) => unknown>((value) => typeof value === 'function', 'must be a function')
+        .optional(),
+      rate: z
+        .object({
+          max: z.number().int().min(1).max(1_000_000),
+          durationMs: z.number().int().min(1).max(3_600_000),
+        })
+        .optional(),
+      concurrency: z.number().int().min(1).max(100_000).optional(),
+    })
+    .refine(
+      (limits) => limits.rate !== undefined || limits.concurrency !== undefined,
+      'give a rate, a concurrency or both',
+    )
+    .optional(),
   attempts: z.number().int().min(1).max(100).optional(),
   backoffMs: z.number().int().min(0).max(3_600_000).optional(),
   batchTimeoutMs: z.number().int().min(1).max(86_400_000).optional(),

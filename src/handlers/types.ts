@@ -6,6 +6,7 @@
  * with its reason; any other error is retried with exponential backoff up to `attempts` times,
  * then recorded as failed with the last error's message.
  */
+import type { LimitKeySource } from '../domain/key-limits.ts';
 import type { Logger } from '../logger.ts';
 
 /**
@@ -112,6 +113,14 @@ export interface QueryParamsIssue {
   message: string;
 }
 
+/** A handler's provider limits per key (see `HandlerSettings.limits`). */
+export interface HandlerLimits {
+  /** The key an operation's items count against (default: its organization). */
+  key?(operation: LimitKeySource): string;
+  rate?: { max: number; durationMs: number };
+  concurrency?: number;
+}
+
 export interface HandlerSettings {
   /** The operation_type this handler serves. Letters, digits, `_`, `-` and `.`. */
   type: string;
@@ -125,8 +134,16 @@ export interface HandlerSettings {
   itemConcurrency?: number;
   /** Overrides the operation's batch_size for background work. */
   batchSize?: number;
-  /** At most `max` items per `durationMs`, across all workers (BullMQ rate limiter). */
+  /** At most `max` items per `durationMs` of the type as a whole, across all workers (BullMQ rate limiter). */
   rateLimit?: { max: number; durationMs: number };
+  /**
+   * The provider's limits, per key (docs/provider-limits.md): at most `rate.max` items per
+   * `rate.durationMs` and `concurrency` items in flight for each key, across all workers. The key
+   * is the organization's unless `key` computes one from the operation (e.g. the account in
+   * query_params), always within the organization. An organization may have its own figures
+   * (`opspad orgs limits --handler`). A key at its limit parks its batches without holding a slot.
+   */
+  limits?: HandlerLimits;
   /** Tries per item before it is recorded as failed (default 3). */
   attempts?: number;
   /** First retry delay; doubles on each retry (default 200 ms). */

@@ -9,6 +9,7 @@ import type { Processor, Queue, QueueOptions, Worker, WorkerOptions } from 'bull
 import type { QueueBackendKind } from '../config/env.ts';
 import type { ControlChannel } from './control-channel.ts';
 import type { FairRegistration, FairShareStore } from './fair-share-store.ts';
+import type { KeyLimitStore } from './key-limit-store.ts';
 
 export type { QueueBackendKind } from '../config/env.ts';
 
@@ -54,6 +55,8 @@ export interface QueueBackend {
   readonly leases: CappedLeases;
   /** Where the workers of every process agree on the fair share of `operationType`'s slots. */
   fairShare(operationType: string): FairShareStore;
+  /** Where the workers of every process agree on `operationType`'s provider limits per key. */
+  keyLimits(operationType: string): KeyLimitStore;
   /**
    * The worker processes taking jobs from the batch queue `queueName` (from any batch queue when
    * null), as their fair-share registrations have them. Only where BullMQ's own listing cannot

@@ -24,6 +24,13 @@ export const RunBatchPayload = z.strictObject({
   epoch: z.number().int().min(1),
   lane: z.number().int().min(0),
   seq: z.number().int().min(0),
+  /**
+   * The provider limit key the batches count against (`<organization id>[:<key>]`), when the
+   * handler declares limits; computed once when the lanes start (domain/key-limits.ts).
+   */
+  limit_key: z.string().max(300).optional(),
+  /** The lane's batch size, when the handler declares limits: what a batch asks its key for. */
+  batch_size: z.number().int().min(1).optional(),
 });
 export type RunBatchPayload = z.infer<typeof RunBatchPayload>;
 

@@ -5,6 +5,7 @@
  * small operation never waits for a large one to finish.
  */
 import type { Queue } from 'bullmq';
+import { limitKeyOf } from '../domain/key-limits.ts';
 import type { OperationRecord } from '../domain/operation.ts';
 import { remainingOf } from '../domain/operation.ts';
 import type { HandlerRegistry } from '../handlers/registry.ts';
@@ -73,6 +74,20 @@ export function createDispatcher(options: {
         1,
         Math.min(state.max_parallel_batches ?? 4, Math.ceil(remainingOf(operation) / batchSize)),
       );
+      const limits = options.handlers.get(operation.operation_type)?.limits;
+      const limited = limits
+        ? {
+            limit_key: limitKeyOf(
+              {
+                organizationId: operation.organization_id,
+                operationType: operation.operation_type,
+                queryParams: state.query_params ?? {},
+              },
+              limits.key,
+            ),
+            batch_size: batchSize,
+          }
+        : {};
       const steps = Array.from({ length: lanes }, (_, lane) => ({
         operation_id: operation.id,
         organization_id: operation.organization_id,
@@ -81,6 +96,7 @@ export function createDispatcher(options: {
         epoch: state.dispatch_epoch as number,
         lane,
         seq: 0,
+        ...limited,
       }));
       const queue = queueFor(operation.operation_type);
       // Before the jobs are queued, so no worker decides on a fair share without this operation.

@@ -30,6 +30,7 @@ import type { QueueBackend } from './backend.ts';
 import { batchQueueName } from './catalog.ts';
 import { type NotificationClient, postgresControlChannel } from './control-channel.ts';
 import { fairShareTablesDdl, postgresFairShareStore, registeredWorkers } from './fair-share-postgres.ts';
+import { keyLimitTablesDdl, postgresKeyLimitStore } from './key-limits-postgres.ts';
 import { createPglitePool } from './pglite-pool.ts';
 import { counterTablesDdl, postgresCappedLeases, postgresWindowCounter, type SqlRunner } from './postgres-counters.ts';
 import { EMBEDDED_QUEUE_SCHEMA, queueSchemaFor } from './queue-schema.ts';
@@ -100,7 +101,11 @@ async function migrate(connection: PostgresConnection, schema: string): Promise<
     await client.query('BEGIN');
     try {
       await client.query('SELECT pg_advisory_xact_lock($1)', [SESSION_LOCK.queueDdl]);
-      for (const statement of [...counterTablesDdl(schema), ...fairShareTablesDdl(schema)]) {
+      for (const statement of [
+        ...counterTablesDdl(schema),
+        ...fairShareTablesDdl(schema),
+        ...keyLimitTablesDdl(schema),
+      ]) {
         await client.query(statement);
       }
       await client.query('COMMIT');
@@ -194,6 +199,7 @@ export async function createPostgresQueueBackend(target: PostgresQueueTarget): P
     counter: postgresWindowCounter(runner, schema),
     leases: postgresCappedLeases(runner, schema),
     fairShare: (operationType) => postgresFairShareStore(runner, schema, batchQueueName(operationType)),
+    keyLimits: (operationType) => postgresKeyLimitStore(runner, schema, batchQueueName(operationType)),
     registeredWorkers: (queueName) => registeredWorkers(runner, schema, queueName, Date.now()),
     readinessChecks: { queue: async () => void (await query('SELECT 1')) },
     async close() {

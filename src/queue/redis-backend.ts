@@ -11,6 +11,7 @@ import type { QueueBackend } from './backend.ts';
 import { assertRedisReachable, createRedisConnection, type RedisClient, untilReady } from './connection.ts';
 import { redisControlChannel } from './control-channel.ts';
 import { redisFairShareStore } from './fair-share-redis.ts';
+import { redisKeyLimitStore } from './key-limits-redis.ts';
 import { redisCappedLeases, redisWindowCounter } from './redis-counters.ts';
 import { describeRedisTarget, type RedisTarget, redisKeyPrefix } from './redis-target.ts';
 
@@ -41,6 +42,11 @@ export async function createRedisQueueBackend(options: {
     throw error;
   });
   let commands: RedisClient | undefined;
+  // Never a blocking connection: BullMQ's workers block on theirs.
+  const commandConnection = () => {
+    commands ??= connect('worker');
+    return commands;
+  };
   const disconnect = () => {
     for (const connection of connections) {
       connection.disconnect();
@@ -60,17 +66,8 @@ export async function createRedisQueueBackend(options: {
     }),
     counter: redisWindowCounter(counters, prefix),
     leases: redisCappedLeases(producer, prefix),
-    fairShare: (operationType) =>
-      redisFairShareStore({
-        // Never a blocking connection: BullMQ's workers block on theirs.
-        commands: () => {
-          commands ??= connect('worker');
-          return commands;
-        },
-        producer,
-        prefix,
-        operationType,
-      }),
+    fairShare: (operationType) => redisFairShareStore({ commands: commandConnection, producer, prefix, operationType }),
+    keyLimits: (operationType) => redisKeyLimitStore({ commands: commandConnection, prefix, operationType }),
     readinessChecks: { redis: async () => void (await producer.ping()) },
     close: async () => disconnect(),
     force: disconnect,

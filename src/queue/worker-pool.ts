@@ -15,6 +15,7 @@ import type { QueueBackend } from './backend.ts';
 import { batchQueueName } from './catalog.ts';
 import type { Dispatcher } from './dispatcher.ts';
 import { createFairShare, type FairShare } from './fair-share.ts';
+import { createKeyLimiter, type KeyLimiter, type KeyLimitOverrideLookup } from './key-limiter.ts';
 import { createRunBatchProcessor } from './processors/run-batch.ts';
 import { createStopSignals } from './stop-signals.ts';
 
@@ -35,6 +36,8 @@ export interface WorkerPoolOptions {
   batchGraceMs: number;
   /** How long a job goes on with its lane's next batches (OPSPAD_LANE_SLICE; 0: one batch a job). */
   laneSliceMs?: number;
+  /** Organizations' own provider limits (`opspad orgs limits --handler`). */
+  keyLimitOverride?: KeyLimitOverrideLookup;
 }
 
 export interface WorkerPool {
@@ -58,6 +61,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
   // Says where the process runs and since when (Bull Board lists it: board.ts), and is unique.
   const workerId = `${hostname()}:${process.pid}:${Date.now()}:${randomUUID().slice(0, 8)}`;
   const fairShares = new Map<string, FairShare>();
+  const keyLimiters = new Map<string, KeyLimiter>();
   for (const type of options.handlers.types) {
     const handler = options.handlers.get(type);
     const queue = options.dispatcher.queues.find((candidate) => candidate.name === batchQueueName(type));
@@ -65,6 +69,28 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
       continue;
     }
     const budgetMs = handler?.batchTimeoutMs ?? options.batchTimeoutMs;
+    // Unless woken sooner: by then every batch running when it was parked has ended.
+    const parkMs = budgetMs + options.batchGraceMs;
+    const limits = handler?.limits;
+    if (limits) {
+      keyLimiters.set(
+        type,
+        createKeyLimiter({
+          store: options.backend.keyLimits(type),
+          queue,
+          db: options.db,
+          operationType: type,
+          own: {
+            ...(limits.rate ? { rate: { max: limits.rate.max, intervalMs: limits.rate.durationMs } } : {}),
+            ...(limits.concurrency === undefined ? {} : { concurrency: limits.concurrency }),
+          },
+          override: options.keyLimitOverride,
+          entryTtlMs: options.jobLockTtlMs,
+          parkMs,
+          logger: options.logger,
+        }),
+      );
+    }
     fairShares.set(
       type,
       createFairShare({
@@ -77,12 +103,16 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
         batchSize: handler?.batchSize,
         workerId,
         entryTtlMs: options.jobLockTtlMs,
-        // Unless woken sooner: by then every batch running when it was parked has ended.
-        parkMs: budgetMs + options.batchGraceMs,
+        parkMs,
         logger: options.logger,
       }),
     );
   }
+  const closeLimiters = () => {
+    for (const limiter of keyLimiters.values()) {
+      limiter.close();
+    }
+  };
 
   let closing: Promise<void> | undefined;
   const processor = createRunBatchProcessor({
@@ -94,6 +124,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
     leaseSeconds: Math.max(1, Math.ceil(options.leaseTtlMs / 1000)),
     watchStop: (operationId) => stops.watch(operationId),
     fairShare: (type) => fairShares.get(type),
+    keyLimiter: (type) => keyLimiters.get(type),
     batchTimeoutMs: options.batchTimeoutMs,
     batchGraceMs: options.batchGraceMs,
     jobLockMs: options.jobLockTtlMs,
@@ -134,6 +165,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
       ...[...fairShares.values()].map((fair) => fair.close()),
       subscription.close(),
     ]);
+    closeLimiters();
     throw error;
   });
   options.logger.info({ types: options.handlers.types }, 'workers started');
@@ -147,6 +179,7 @@ export async function startWorkerPool(options: WorkerPoolOptions): Promise<Worke
         await Promise.all(workers.map((worker) => worker.close()));
         clearTimeout(timer);
         await Promise.all([...fairShares.values()].map((fair) => fair.close()));
+        closeLimiters();
         await subscription.close();
       })();
       return closing;

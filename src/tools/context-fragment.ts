@@ -20,6 +20,7 @@ import {
   listOpenOperationsInOrganization,
   readContextInputs,
   recordContextRender,
+  throttlesOf,
 } from '../store/index.ts';
 import { countTokens } from './tokens.ts';
 
@@ -108,11 +109,21 @@ export async function buildContextFragment(
   const exists = inputs.exists;
   const pad = exists ? await recitation(db, scope, inputs.pad, budgets.reciteChars) : { version: 0, selection: null };
   const own = exists ? inputs.page : { operations: [], total: 0 };
-  const pausedBy = await legacyPausers(db, scope.organizationId, [...own.operations, ...(others?.operations ?? [])]);
+  const listed = [...own.operations, ...(others?.operations ?? [])];
+  const running = listed.filter((op) => op.status === 'active' && op.state_json.execution === 'background');
+  const [pausedBy, throttled] = await Promise.all([
+    legacyPausers(db, scope.organizationId, listed),
+    throttlesOf(
+      db,
+      scope,
+      running.map((op) => op.id),
+    ),
+  ]);
   const composed: ComposedContext = composeContext({
     operations: own.operations,
     total: own.total,
     pausedBy,
+    throttled,
     others,
     recitation: exists ? pad.selection : null,
     budgetTokens: budgets.maxTokens,

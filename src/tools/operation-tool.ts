@@ -4,6 +4,7 @@
  * ids, limits), calls the store and shapes a response a model can act on.
  */
 import { AppError } from '../domain/errors.ts';
+import { throttledAdvice } from '../domain/key-limits.ts';
 import {
   ASSISTANT_OWNER,
   type ExecutionMode,
@@ -45,6 +46,7 @@ import {
   recordResults,
   resumeOperation,
   retryFailed,
+  throttlesOf,
   UNIQUE_INDEX,
 } from '../store/index.ts';
 import type { OperationToolDeps } from './operation-tool-deps.ts';
@@ -257,6 +259,10 @@ async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInpu
   });
   const op = details.operation;
   const pausedBy = await pausedByOf(deps, ctx, op);
+  const throttled =
+    op.status === 'active' && op.state_json.execution === 'background'
+      ? (await throttlesOf(deps.db, ctx.scope, [op.id])).get(op.id)
+      : undefined;
   return {
     ...operationSummary(op),
     batch_size: op.state_json.batch_size,
@@ -269,6 +275,7 @@ async function get(deps: OperationToolDeps, ctx: ToolCallContext, input: GetInpu
     retry_of: op.state_json.retry_of ?? null,
     paused_reason: op.status === 'paused' ? (op.state_json.paused_reason ?? null) : null,
     paused_by: pausedBy,
+    ...(throttled ? { throttled, next: throttledAdvice(throttled) } : {}),
     ...(pausedBy ? { next: pausedAdvice(pausedBy, op.id, op.state_json.paused_reason) } : {}),
     ...(op.status === 'awaiting_approval' ? { next: AWAITING_APPROVAL_ADVICE } : {}),
     created_at: op.created_at.toISOString(),

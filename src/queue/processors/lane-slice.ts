@@ -13,13 +13,24 @@
  */
 import type { Job } from 'bullmq';
 import type { FairShare, FairSlot } from '../fair-share.ts';
+import type { KeyLimiter, KeyPermit, KeyRefusal } from '../key-limiter.ts';
 
 /** Whether a job takes its lane's next batch itself (`go`), hands it to a new job, or stops. */
 export type NextBatch = 'go' | 'enqueue' | 'stop';
 
+/** Why a batch may not start: its organization waits its turn, or its key is at its limit. */
+export type Refusal = { by: 'fair_share' } | { by: 'key_limit'; refusal: KeyRefusal };
+
 export interface LaneSlice {
-  /** Takes the first batch's slot; false when the organization must wait its turn (park the job). */
-  start(): Promise<boolean>;
+  /** Takes the first batch's slot (and its key's items); a refusal means: park the job. */
+  start(): Promise<Refusal | undefined>;
+  /**
+   * Items the current batch may lease under its key's limits (undefined: no limits). Its lease
+   * then tells {@link LaneSlice.leased} how many it took.
+   */
+  granted(): number | undefined;
+  /** The current batch leased `count` items of its grant: the rest goes back to the key. */
+  leased(count: number): Promise<void>;
   /** Decides, before a batch's record, who takes the lane's next batch (see above). */
   decideNext(): Promise<NextBatch>;
   /** Frees the slot held, if any (idempotent). */
@@ -35,6 +46,8 @@ export function createLaneSlice(options: {
   trustLockMs?: number;
   fair: FairShare | undefined;
   organizationId: string;
+  /** The handler's provider limits: each batch asks its key for `want` items. */
+  keys?: { limiter: KeyLimiter; key: string; operationId: string; want: number };
   /** When the slice ends (ms since the epoch). */
   endsAt: number;
   /** True when the worker is stopping: the lane's next batch goes to a new job. */
@@ -43,6 +56,8 @@ export function createLaneSlice(options: {
   const { job, fair } = options;
   const owner = String(job.id);
   let slot: FairSlot | undefined;
+  let permit: KeyPermit | undefined;
+  let batches = 0;
   // When this run last extended the lock, on both clocks: the monotonic one (immune to clock
   // steps) and the wall clock (which also counts a suspended machine). Never yet: the first
   // decision asks.
@@ -68,18 +83,44 @@ export function createLaneSlice(options: {
     return held;
   };
 
-  const take = async (): Promise<boolean> => {
+  // The fair share first, then the key: a key at its limit frees the slot it took at once, so
+  // the slot goes to work that can run (another key, another organization).
+  const take = async (): Promise<Refusal | undefined> => {
     slot = fair ? await fair.acquire(options.organizationId, owner) : undefined;
-    return !fair || slot !== undefined;
+    if (fair && !slot) {
+      return { by: 'fair_share' };
+    }
+    const { keys } = options;
+    if (!keys) {
+      return undefined;
+    }
+    const decision = await keys.limiter
+      .acquire({ key: keys.key, operationId: keys.operationId, member: `${owner} ${++batches}`, want: keys.want })
+      .catch((error: unknown) => {
+        release();
+        throw error;
+      });
+    if ('refusal' in decision) {
+      release();
+      return { by: 'key_limit', refusal: decision.refusal };
+    }
+    permit = decision.permit;
+    return undefined;
   };
 
   const release = () => {
+    permit?.release();
+    permit = undefined;
     slot?.release();
     slot = undefined;
   };
 
   return {
     start: take,
+    granted: () => permit?.items,
+    leased: async (count) => {
+      await permit?.settle(count);
+    },
     async decideNext() {
       if (Date.now() >= options.endsAt || options.stopping()) {
         return 'enqueue';
@@ -88,9 +129,10 @@ export function createLaneSlice(options: {
       if (!(await holdsJob())) {
         return 'stop';
       }
-      // The next batch takes a slot of its own, as a new job would: another organization
-      // waiting its turn gets it, and this lane goes back to the queue.
-      return (await take()) ? 'go' : 'enqueue';
+      // The next batch takes a slot (and its key's items) of its own, as a new job would: another
+      // organization waiting its turn gets it, and this lane goes back to the queue (where a key
+      // at its limit parks it).
+      return (await take()) === undefined ? 'go' : 'enqueue';
     },
     release,
   };

@@ -35,6 +35,8 @@ export async function recordBatch(
     logger: Logger;
     /** Given when the job takes the lane's next batch: the call leases it too. */
     nextStop: Prefetched['stop'] | undefined;
+    /** At most this many items for that batch (its key's grant), when the handler has limits. */
+    nextBatchSize?: number;
   },
 ): Promise<RecordedBatch | null> {
   const { op, outcome, nextStop } = args;
@@ -53,7 +55,11 @@ export async function recordBatch(
           failed: outcome.failed,
           owner: args.owner,
           leaseNext: nextStop
-            ? { leaseSeconds: deps.leaseSeconds, batchSize: args.handler.batchSize, epoch: args.step.epoch }
+            ? {
+                leaseSeconds: deps.leaseSeconds,
+                batchSize: args.nextBatchSize ?? args.handler.batchSize,
+                epoch: args.step.epoch,
+              }
             : undefined,
         }),
     ).finally(() => {

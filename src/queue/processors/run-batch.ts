@@ -22,6 +22,7 @@
  * rest back and frees the slot.
  */
 import { DelayedError, type Job, UnrecoverableError } from 'bullmq';
+import { OPERATION_DEFAULTS } from '../../domain/operation-input.ts';
 import type { HandlerRegistry } from '../../handlers/registry.ts';
 import type { Handler } from '../../handlers/types.ts';
 import type { Logger } from '../../logger.ts';
@@ -31,9 +32,10 @@ import { ATTR, annotateActiveSpan, inSpan } from '../../telemetry/spans.ts';
 import { RunBatchPayload } from '../catalog.ts';
 import type { Dispatcher } from '../dispatcher.ts';
 import type { FairShare } from '../fair-share.ts';
+import type { KeyLimiter } from '../key-limiter.ts';
 import { reportBatch } from './batch-report.ts';
 import { failExhausted } from './fail-exhausted.ts';
-import { createLaneSlice, type NextBatch } from './lane-slice.ts';
+import { createLaneSlice, type LaneSlice, type NextBatch } from './lane-slice.ts';
 import { giveBack, type Prefetched } from './prefetched.ts';
 import { recordBatch } from './record-batch.ts';
 import { runWithinBudget } from './run-within-budget.ts';
@@ -53,6 +55,8 @@ export interface RunBatchDeps {
   watchStop(operationId: string): { signal: AbortSignal; release(): void };
   /** The fair share of each type's slots; without one, a job always starts. */
   fairShare?(operationType: string): FairShare | undefined;
+  /** The provider limits per key of each type whose handler declares them. */
+  keyLimiter?(operationType: string): KeyLimiter | undefined;
   /** A batch's time budget, unless its handler sets `batchTimeoutMs`. */
   batchTimeoutMs: number;
   /** How long a handler may run on after its signal fired before it is left behind. */
@@ -118,18 +122,32 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
     const sliceMs = handler.rateLimit || token === undefined ? 0 : (deps.sliceMs ?? LANE_SLICE_MS);
     const owner = String(job.id);
     const fair = deps.fairShare?.(step.operation_type);
+    const limiter = handler.limits ? deps.keyLimiter?.(step.operation_type) : undefined;
     const lane = createLaneSlice({
       job,
       token,
       jobLockMs: deps.jobLockMs,
       fair,
       organizationId: step.organization_id,
+      // Jobs queued before the handler declared limits carry no key: the organization's.
+      keys: limiter && {
+        limiter,
+        key: step.limit_key ?? step.organization_id,
+        operationId: step.operation_id,
+        want: step.batch_size ?? handler.batchSize ?? OPERATION_DEFAULTS.batchSize,
+      },
       endsAt: Date.now() + sliceMs,
       stopping: () => shutdownSignal?.aborted === true || deps.closing?.() === true,
     });
-    if (!(await lane.start())) {
+    const refused = await lane.start();
+    if (refused?.by === 'fair_share') {
       deps.metrics.batchesDeferred.inc({ operation_type: step.operation_type });
       await fair?.park(job, token);
+      throw new DelayedError();
+    }
+    if (refused?.by === 'key_limit') {
+      deps.metrics.batchesThrottled.inc({ operation_type: step.operation_type, limited_by: refused.refusal.limitedBy });
+      await limiter?.park(job, token, step.operation_id, refused.refusal);
       throw new DelayedError();
     }
     const total = { leased: 0, completed: 0, failed: 0, released: 0, batches: 0 };
@@ -140,6 +158,7 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
           batch: total.batches + 1,
           prefetched,
           decideNext: sliceMs > 0 ? lane.decideNext : undefined,
+          lane,
         });
         prefetched = undefined;
         total.leased += ran.leased;
@@ -188,6 +207,8 @@ async function runStep(
     prefetched?: Prefetched;
     /** Present when the job may go on with the lane (its slice). */
     decideNext?: () => Promise<NextBatch>;
+    /** The batch's grant under its key's limits, if any (lane-slice.ts). */
+    lane?: Pick<LaneSlice, 'granted' | 'leased'>;
   },
 ): Promise<StepResult> {
   const owner = String(job.id);
@@ -195,7 +216,11 @@ async function runStep(
   const logger = deps.logger.child({ operation_id: step.operation_id, job_id: owner });
   const stopTimer = deps.metrics.batchDuration.startTimer({ operation_type: step.operation_type });
 
-  const lease = slice.prefetched?.lease ?? (await leaseForStep(deps, scope, step, owner, handler));
+  const granted = slice.prefetched ? undefined : slice.lane?.granted();
+  const lease = slice.prefetched?.lease ?? (await leaseForStep(deps, scope, step, owner, handler, granted));
+  if (granted !== undefined) {
+    await slice.lane?.leased(lease?.batch.length ?? 0);
+  }
   if (!lease) {
     return { leased: 0, completed: 0, failed: 0, released: 0, next: 'stopped' }; // deleted
   }
@@ -293,7 +318,21 @@ async function runStep(
   let handedOver = false;
   try {
     if (outcome.completed.length + outcome.failed.length > 0) {
-      const recorded = await recordBatch(deps, { scope, step, op, owner, handler, outcome, logger, nextStop });
+      const nextGrant = nextStop ? slice.lane?.granted() : undefined;
+      const recorded = await recordBatch(deps, {
+        scope,
+        step,
+        op,
+        owner,
+        handler,
+        outcome,
+        logger,
+        nextStop,
+        nextBatchSize: nextGrant,
+      });
+      if (nextGrant !== undefined) {
+        await slice.lane?.leased(recorded?.next?.lease.batch.length ?? 0);
+      }
       if (!recorded) {
         return { leased: lease.batch.length, completed: 0, failed: 0, released: 0, next: 'stopped' };
       }

@@ -17,6 +17,8 @@ export async function leaseForStep(
   step: RunBatchPayload,
   owner: string,
   handler: Handler,
+  /** At most this many items (the batch's grant under its key's limits). */
+  batchSize?: number,
 ): Promise<LeaseResult | null> {
   const leaseTimer = deps.metrics.leaseDuration.startTimer({ operation_type: step.operation_type });
   try {
@@ -25,7 +27,7 @@ export async function leaseForStep(
         operationId: step.operation_id,
         owner,
         leaseSeconds: deps.leaseSeconds,
-        batchSize: handler.batchSize,
+        batchSize: batchSize ?? handler.batchSize,
         epoch: step.epoch,
       });
       span.setAttributes({ [ATTR.batchSize]: leased.batch.length, [ATTR.reclaimed]: leased.reclaimed });

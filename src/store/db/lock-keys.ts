@@ -32,8 +32,9 @@ export const XACT_LOCK_CLASS = {
 
 /**
  * The subject of a queue table's lock, `pg_advisory_xact_lock(hashtextextended(subject, 0))`:
- * `lease` for a capped lease key, `fair` for a queue's fair-share state.
+ * `lease` for a capped lease key, `fair` for a queue's fair-share state, `limit` for one provider
+ * limit key of a queue.
  */
-export function queueLockSubject(schema: string, kind: 'lease' | 'fair', key: string): string {
+export function queueLockSubject(schema: string, kind: 'lease' | 'fair' | 'limit', key: string): string {
   return `${schema}:${kind}:${key}`;
 }

@@ -26,4 +26,5 @@
  */
 export * from './operation-lease.ts';
 export * from './operation-record.ts';
+export * from './operation-throttle.ts';
 export * from './worker-demand.ts';
