@@ -111,6 +111,7 @@ export const TARGETS: Target[] = [
   ratioToBestTarget('opspad_background_b100', 1.2, PEERS(100)),
   ratioToBestTarget('opspad_background_b1000', 1.2, PEERS(1000)),
   ratioTarget('opspad_background_b1000_pgqueue', 0.5, 'opspad_background_b1000'),
+  ratioTarget('opspad_background_b1000_limited', 0.9, 'opspad_background_b1000'),
   ratioToBestTarget('opspad_background_b100_pgqueue', 1, PEERS(100)),
   ratioToBestTarget('opspad_background_b1000_pgqueue', 1, PEERS(1000)),
   maxRatioTarget('record_ms_n1m', 1.3, 'record_ms_n1k'),

@@ -30,6 +30,7 @@ const SYSTEMS = [
   'processes',
   'inProcess',
   'processesPgQueue',
+  'processesLimited',
   'cluster',
   'pgboss',
   'graphile',
@@ -46,6 +47,9 @@ function runsAt(system: System, batch: number): boolean {
   if (batch === 1) {
     return system === 'pgboss' || system === 'graphile';
   }
+  if (system === 'processesLimited') {
+    return batch === 1000;
+  }
   return batch >= 100 || (system !== 'processesPgQueue' && system !== 'cluster');
 }
 
@@ -56,13 +60,22 @@ async function startRunners(ctx: BenchContext, organizationId: string, systems: 
     return (batch: number, items?: number) =>
       runner.run(batch, items ?? (batch === 1 ? ctx.plan.peerPerItemItems : ctx.plan.peerItems));
   };
+  // One pair of Redis worker processes runs both the demo handler and its limited twin.
+  let processes: ReturnType<typeof workerProcessesRunner> | undefined;
+  const redisProcesses = () => {
+    processes ??= workerProcessesRunner(ctx, organizationId, 'redis', {
+      limited: systems.includes('processesLimited'),
+    });
+    return processes;
+  };
   const start: Record<System, () => Promise<(batch: number, items?: number) => Promise<number>>> = {
     minimal: () => minimalRunner(ctx),
     leaseRecord: () => leaseRecordRunner(ctx),
     opspadTables: async () => opspadTablesRunner(ctx, organizationId),
-    processes: async () => (await workerProcessesRunner(ctx, organizationId, 'redis')).run,
+    processes: async () => (await redisProcesses()).run,
     inProcess: async () => (await backgroundRunner(ctx, organizationId)).run,
     processesPgQueue: async () => (await workerProcessesRunner(ctx, organizationId, 'postgres')).run,
+    processesLimited: async () => (await redisProcesses()).runLimited,
     cluster: async () => {
       const cluster = await startRedisCluster();
       ctx.defer(() => cluster.stop());
@@ -185,6 +198,17 @@ function entriesAt(ctx: BenchContext, batch: number, systems: readonly System[],
       ratio: round(median(runs.processesPgQueue) / median(runs.processes), 3),
       n: n('processesPgQueue'),
       note: `${WORKER_PROCESSES} worker processes, jobs in Postgres (no Redis)`,
+    });
+  }
+  if (systems.includes('processesLimited') && systems.includes('processes')) {
+    entries.push({
+      name: `opspad_background_b${batch}_limited`,
+      value: m('processesLimited'),
+      unit: 'items/s',
+      baseline: `opspad_background_b${batch}`,
+      ratio: round(median(runs.processesLimited) / median(runs.processes), 3),
+      n: n('processesLimited'),
+      note: 'the same, the handler under provider limits per organization too high to bind (1,000,000/s, 100,000 in flight)',
     });
   }
   if (systems.includes('cluster') && systems.includes('inProcess')) {

@@ -5,9 +5,11 @@
  * completion, as the in-process figure (background.ts) is.
  */
 import { randomUUID } from 'node:crypto';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { loadConfig, type QueueBackendKind } from '../../src/config/env.ts';
 import { createDemoHandler } from '../../src/handlers/demo.ts';
 import { createHandlerRegistry } from '../../src/handlers/registry.ts';
+import type { Handler } from '../../src/handlers/types.ts';
 import { createDispatcher } from '../../src/queue/dispatcher.ts';
 import { migrateQueueBackend, openQueueBackend } from '../../src/queue/open-queue-backend.ts';
 import { createOperation } from '../../src/store/index.ts';
@@ -16,8 +18,20 @@ import { type BenchContext, itemIds, timed, waitFor } from '../lib/common.ts';
 
 export const WORKER_PROCESSES = 2;
 
-/** Two worker processes on `queue`; `run(batch)` → items/s over the plan's item count. */
-export async function workerProcessesRunner(ctx: BenchContext, organizationId: string, queue: QueueBackendKind) {
+/** The demo handler under limits that never bind (limited-demo.mjs), for what checking them costs. */
+const LIMITED_DEMO = fileURLToPath(new URL('./limited-demo.mjs', import.meta.url));
+
+/**
+ * Two worker processes on `queue`; `run(batch)` → items/s over the plan's item count.
+ * `limited`: the processes also run the demo handler under provider limits per key set too high
+ * to bind, and `runLimited(batch)` sends the work there: the same processes, A against B.
+ */
+export async function workerProcessesRunner(
+  ctx: BenchContext,
+  organizationId: string,
+  queue: QueueBackendKind,
+  { limited = false } = {},
+) {
   const prefix = `${ctx.prefix}-procs${queue === 'redis' ? '' : '-pg'}`;
   const config = loadConfig({
     DATABASE_URL: ctx.databaseUrl,
@@ -26,21 +40,35 @@ export async function workerProcessesRunner(ctx: BenchContext, organizationId: s
   });
   await migrateQueueBackend(config, ctx.db);
   const backend = await openQueueBackend(config, ctx.db);
-  const dispatcher = createDispatcher({ backend, handlers: createHandlerRegistry([createDemoHandler()]) });
+  const limitedDemo: Handler | undefined = limited
+    ? ((await import(pathToFileURL(LIMITED_DEMO).href)) as { default: Handler }).default
+    : undefined;
+  const dispatcher = createDispatcher({
+    backend,
+    handlers: createHandlerRegistry([createDemoHandler(), ...(limitedDemo ? [limitedDemo] : [])]),
+  });
   ctx.defer(async () => {
     await dispatcher.close();
     await backend.close();
   });
-  const env = { OPSPAD_QUEUE_PREFIX: prefix, ...(queue === 'redis' ? {} : { OPSPAD_QUEUE_BACKEND: 'postgres' }) };
+  const env = {
+    OPSPAD_QUEUE_PREFIX: prefix,
+    ...(queue === 'redis' ? {} : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
+    ...(limited ? { OPSPAD_HANDLERS: LIMITED_DEMO } : {}),
+  };
   const workers: OpspadChild[] = [];
   for (let i = 0; i < WORKER_PROCESSES; i++) {
     workers.push(await startOpspadChild(ctx, 'worker', env));
   }
 
-  const run = async (batch: number, items = ctx.plan.backgroundItems[batch] as number) => {
+  const runOn = async (
+    operationType: string,
+    batch: number,
+    items = ctx.plan.backgroundItems[batch] as number,
+  ): Promise<number> => {
     const scope = { organizationId, conversationId: randomUUID() };
     const { operation } = await createOperation(ctx.db, scope, {
-      operationType: 'demo',
+      operationType,
       itemIds: itemIds(items),
       batchSize: batch,
       queryParams: { latency_ms: 0, failure_rate: 0 },
@@ -49,7 +77,7 @@ export async function workerProcessesRunner(ctx: BenchContext, organizationId: s
       queuePrefix: prefix,
       actor: 'bench',
     });
-    const label = `opspad_background_b${batch}${queue === 'redis' ? '' : '_pgqueue'}`;
+    const label = `opspad_background_b${batch}${queue === 'redis' ? '' : '_pgqueue'}${operationType === 'demo' ? '' : '_limited'}`;
     await ctx.probe?.before(label);
     const { ms } = await timed(async () => {
       await dispatcher.startLanes(operation);
@@ -67,5 +95,10 @@ export async function workerProcessesRunner(ctx: BenchContext, organizationId: s
     await ctx.probe?.after(label);
     return (items / ms) * 1000;
   };
-  return { run, pids: workers.map((w) => w.pid), close: () => Promise.all(workers.map((w) => w.stop())) };
+  return {
+    run: (batch: number, items?: number) => runOn('demo', batch, items),
+    runLimited: (batch: number, items?: number) => runOn(limitedDemo?.type ?? 'demo', batch, items),
+    pids: workers.map((w) => w.pid),
+    close: () => Promise.all(workers.map((w) => w.stop())),
+  };
 }
