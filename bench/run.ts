@@ -17,7 +17,8 @@
  *           in-process and on a Redis Cluster, pg-boss and graphile-worker, in turns), peers (the
  *           part of throughput the peer comparison needs: the floor, opspad's worker processes on
  *           both backends, the two peers), updates, http (create, record, HTTP loop), context (and
- *           the event-loop block of reorganizing the largest pad), worker (memory, and what traces
+ *           the event-loop block of reorganizing the largest pad), create (the creates of http
+ *           alone: 1,000,000 ids, their copy floor, 1,000,000 UUIDs sorted and not), worker (memory, and what traces
  *           cost a worker), shapes (a slow provider through the demo and webhook handlers, many
  *           small operations over HTTP), export (an operation's results file of 1,000,000 items,
  *           and the server's RSS meanwhile), scale (an operation of 10,000,000 ids; small in --quick)
@@ -40,7 +41,7 @@ import { applyTargets, formatTable, writeResults } from './lib/report.ts';
 import { benchBullmq } from './scenarios/bullmq.ts';
 import { benchContext } from './scenarios/context.ts';
 import { benchEventLoop } from './scenarios/event-loop.ts';
-import { benchHttp } from './scenarios/http.ts';
+import { benchCreates, benchHttp } from './scenarios/http.ts';
 import { benchUpdates } from './scenarios/record.ts';
 import { benchResultsExport } from './scenarios/results-export.ts';
 import { benchScale } from './scenarios/scale.ts';
@@ -58,6 +59,7 @@ const GROUPS = [
   'peers',
   'updates',
   'http',
+  'create',
   'context',
   'worker',
   'shapes',
@@ -284,6 +286,10 @@ async function main(): Promise<number> {
     if (only.has('http')) {
       await settle('http');
       entries.push(...(await benchHttp(ctx, organizationId)).entries);
+    } else if (only.has('create')) {
+      // http holds the creates: with both asked for, they run once.
+      await settle('create');
+      entries.push(...(await benchCreates(ctx)));
     }
     if (only.has('context')) {
       await settle('context');

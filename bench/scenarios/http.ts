@@ -2,12 +2,13 @@
  * opspad over HTTP, in its own process (`opspad start`): creating a 1,000,000-item operation
  * through the tool endpoint (time and the server's peak RSS), recording batches of it, 50
  * conversations driving the seed's loop at once, and creates of 1,000,000 UUIDs sorted and not.
+ * The creates alone are the `create` group (benchCreates).
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { createApiKey } from '../../src/store/index.ts';
-import { startOpspadChild } from '../lib/child.ts';
+import { type OpspadChild, startOpspadChild } from '../lib/child.ts';
 import { type BenchContext, type Entry, itemIds, percentile, round, rssMb, sampleRss } from '../lib/common.ts';
 import { startHealthzProbe } from '../lib/healthz-probe.ts';
 import { benchCopyFloor } from './copy-floor.ts';
@@ -173,6 +174,96 @@ async function benchIdOrder(ctx: BenchContext, pool: Pool, apiKey: string): Prom
   }
 }
 
+/** What `create_1m_s` leaves for the scenarios after it: its operation, in its conversation. */
+interface MillionCreated {
+  entries: Entry[];
+  scope: { organizationId: string; conversationId: string };
+  operationId: string;
+  items: number;
+}
+
+/**
+ * `create_1m_s` and what is read with it: the tool endpoint, one request holding every id, with
+ * /healthz asked meanwhile, the server's peak RSS, and Postgres alone with the same rows after it.
+ */
+async function benchCreateMillion(
+  ctx: BenchContext,
+  server: OpspadChild,
+  pool: Pool,
+  key: { api_key: string; organization_id: string },
+): Promise<MillionCreated> {
+  const conversation = randomUUID();
+  const ids = itemIds(ctx.plan.createItems, 'item');
+  const body = createBody(ids);
+  const idleRss = rssMb(server.pid);
+  const rss = sampleRss(server.pid, 20);
+  // While the create runs, /healthz is asked again and again, one request at a time, from a
+  // process of its own (healthz-probe.ts): its slowest answer is how long the server kept
+  // everyone else waiting.
+  const probe = await startHealthzProbe(server.url as string);
+  const start = performance.now();
+  const created = await send(pool, 'POST', `/v1/conversations/${conversation}/tools/${TOOL}`, key.api_key, body);
+  const createMs = performance.now() - start;
+  const healthMs = await probe.stop();
+  rss.stop();
+  if (created.status !== 200) {
+    throw new Error(`create of ${ids.length} items answered ${created.status}: ${JSON.stringify(created.json)}`);
+  }
+  const peak = Math.max(rss.peak, rssMb(server.pid, 'VmHWM'));
+  ctx.log(
+    `create ${ids.length} items over HTTP: ${round(createMs / 1000, 2)} s, server RSS ${round(idleRss, 0)} → peak ${round(peak, 0)} MB (${(body.length / 1e6).toFixed(1)} MB body), /healthz meanwhile at most ${round(Math.max(...healthMs), 1)} ms`,
+  );
+  const entries: Entry[] = [
+    {
+      name: 'create_1m_s',
+      value: round(createMs / 1000, 2),
+      unit: 's',
+      n: ids.length,
+      baseline: 'copy_1m_floor_s',
+      note: `one tool call, ${(body.length / 1e6).toFixed(1)} MB body`,
+    },
+    {
+      name: 'create_1m_healthz_max_ms',
+      value: round(Math.max(...healthMs), 1),
+      unit: 'ms',
+      n: healthMs.length,
+      note: `slowest of ${healthMs.length} /healthz asked one after another during the create (p50 ${round(percentile(healthMs, 50), 1)} ms)`,
+    },
+    {
+      name: 'create_1m_peak_rss_mb',
+      value: round(peak, 0),
+      unit: 'MB',
+      n: ids.length,
+      note: `opspad start process, ${round(idleRss, 0)} MB before the request`,
+    },
+    // Postgres alone with the same rows, right after (copy-floor.ts): the machine's part.
+    await benchCopyFloor(ctx, ids),
+  ];
+  return {
+    entries,
+    scope: { organizationId: key.organization_id, conversationId: conversation },
+    operationId: created.json.operation_id as string,
+    items: ids.length,
+  };
+}
+
+/**
+ * The `create` group: the creates of the `http` group alone (`create_1m_*`, `copy_1m_floor_s`,
+ * `create_1m_uuid_*`), in the same order, on a server of their own.
+ */
+export async function benchCreates(ctx: BenchContext): Promise<Entry[]> {
+  const server = await startOpspadChild(ctx, 'start', { OPSPAD_LOG_LEVEL: 'info' });
+  const pool = new Pool(server.url as string, { connections: 2, keepAliveTimeout: 60_000 });
+  try {
+    const key = await createApiKey(ctx.db, `bench-create-${randomUUID()}`);
+    const million = await benchCreateMillion(ctx, server, pool, key);
+    return [...million.entries, ...(await benchIdOrder(ctx, pool, key.api_key))];
+  } finally {
+    await pool.close();
+    await server.stop();
+  }
+}
+
 export async function benchHttp(ctx: BenchContext, organizationId: string): Promise<HttpResults> {
   const server = await startOpspadChild(ctx, 'start', { OPSPAD_LOG_LEVEL: 'info' });
   const url = server.url as string;
@@ -181,61 +272,15 @@ export async function benchHttp(ctx: BenchContext, organizationId: string): Prom
   try {
     // ── create_1m: the tool endpoint, one request holding every id ──
     const key = await createApiKey(ctx.db, `bench-http-${randomUUID()}`);
-    const conversation = randomUUID();
-    const ids = itemIds(ctx.plan.createItems, 'item');
-    const body = createBody(ids);
-    const idleRss = rssMb(server.pid);
-    const rss = sampleRss(server.pid, 20);
-    // While the create runs, /healthz is asked again and again, one request at a time, from a
-    // process of its own (healthz-probe.ts): its slowest answer is how long the server kept
-    // everyone else waiting.
-    const probe = await startHealthzProbe(url);
-    const start = performance.now();
-    const created = await send(pool, 'POST', `/v1/conversations/${conversation}/tools/${TOOL}`, key.api_key, body);
-    const createMs = performance.now() - start;
-    const healthMs = await probe.stop();
-    rss.stop();
-    if (created.status !== 200) {
-      throw new Error(`create of ${ids.length} items answered ${created.status}: ${JSON.stringify(created.json)}`);
-    }
-    const peak = Math.max(rss.peak, rssMb(server.pid, 'VmHWM'));
-    ctx.log(
-      `create ${ids.length} items over HTTP: ${round(createMs / 1000, 2)} s, server RSS ${round(idleRss, 0)} → peak ${round(peak, 0)} MB (${(body.length / 1e6).toFixed(1)} MB body), /healthz meanwhile at most ${round(Math.max(...healthMs), 1)} ms`,
-    );
-    entries.push(
-      {
-        name: 'create_1m_s',
-        value: round(createMs / 1000, 2),
-        unit: 's',
-        n: ids.length,
-        baseline: 'copy_1m_floor_s',
-        note: `one tool call, ${(body.length / 1e6).toFixed(1)} MB body`,
-      },
-      {
-        name: 'create_1m_healthz_max_ms',
-        value: round(Math.max(...healthMs), 1),
-        unit: 'ms',
-        n: healthMs.length,
-        note: `slowest of ${healthMs.length} /healthz asked one after another during the create (p50 ${round(percentile(healthMs, 50), 1)} ms)`,
-      },
-      {
-        name: 'create_1m_peak_rss_mb',
-        value: round(peak, 0),
-        unit: 'MB',
-        n: ids.length,
-        note: `opspad start process, ${round(idleRss, 0)} MB before the request`,
-      },
-      // Postgres alone with the same rows, right after (copy-floor.ts): the machine's part.
-      await benchCopyFloor(ctx, ids),
-    );
+    const million = await benchCreateMillion(ctx, server, pool, key);
+    entries.push(...million.entries);
 
     // ── record_ms_n1k and record_ms_n1m: 100-item batches of that operation and of small ones ──
-    const scope = { organizationId: key.organization_id, conversationId: conversation };
     entries.push(
       ...(await benchRecordPair(ctx, organizationId, {
-        scope,
-        operationId: created.json.operation_id as string,
-        items: ids.length,
+        scope: million.scope,
+        operationId: million.operationId,
+        items: million.items,
       })),
     );
 
