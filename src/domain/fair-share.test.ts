@@ -6,10 +6,16 @@
 import { describe, expect, it } from 'vitest';
 import { guaranteedShare, mayStart } from './fair-share.ts';
 
-const state = (slots: number, running: Record<string, number>, waiting: Record<string, number>) => ({
+const state = (
+  slots: number,
+  running: Record<string, number>,
+  waiting: Record<string, number>,
+  weights: Record<string, number> = {},
+) => ({
   slots,
   running: new Map(Object.entries(running)),
   waiting: new Map(Object.entries(waiting)),
+  weights: new Map(Object.entries(weights)),
 });
 
 describe('guaranteedShare', () => {
@@ -18,6 +24,13 @@ describe('guaranteedShare', () => {
     expect(guaranteedShare(8, 3)).toBe(2);
     expect(guaranteedShare(4, 9)).toBe(1);
     expect(guaranteedShare(4, 0)).toBe(4);
+  });
+
+  it('splits in proportion to weight, rounding down, and never below one', () => {
+    expect(guaranteedShare(8, 4, 3)).toBe(6);
+    expect(guaranteedShare(8, 4, 1)).toBe(2);
+    expect(guaranteedShare(8, 101, 1)).toBe(1);
+    expect(guaranteedShare(3, 4, 3)).toBe(2);
   });
 });
 
@@ -55,5 +68,29 @@ describe('mayStart', () => {
     const crowded = state(2, { a: 1 }, { a: 3, b: 3, c: 3 });
     expect(mayStart(crowded, 'a')).toBe(false);
     expect(mayStart(crowded, 'b')).toBe(true);
+  });
+
+  it('guarantees a heavier organization more slots, in proportion to its weight', () => {
+    // 8 slots, weights 3 and 1: A is guaranteed 6, B 2.
+    const weights = { a: 3, b: 1 };
+    expect(mayStart(state(8, { a: 5, b: 2 }, { a: 40, b: 40 }, weights), 'a')).toBe(true);
+    expect(mayStart(state(8, { a: 6, b: 1 }, { a: 40, b: 40 }, weights), 'a')).toBe(false);
+    expect(mayStart(state(8, { a: 6, b: 1 }, { a: 40, b: 40 }, weights), 'b')).toBe(true);
+    expect(mayStart(state(8, { a: 5, b: 2 }, { a: 40, b: 40 }, weights), 'b')).toBe(false);
+    // Unweighted, the same state splits 4 and 4.
+    expect(mayStart(state(8, { a: 5, b: 2 }, { a: 40, b: 40 }), 'a')).toBe(false);
+  });
+
+  it("counts the candidate's own weight when the view does not list it", () => {
+    // 8 slots, A waits with weight 1, B (weight 3) is not listed: B is guaranteed 6.
+    expect(mayStart(state(8, { a: 2, b: 5 }, { a: 40 }, { a: 1, b: 3 }), 'b')).toBe(true);
+    expect(mayStart(state(8, { a: 2, b: 5 }, { a: 40 }, { a: 1 }), 'b')).toBe(false);
+  });
+
+  it('keeps at least one slot for every waiting organization, however light', () => {
+    // 4 slots, A weighs 100 and B 1: B is still guaranteed one.
+    const weights = { a: 100, b: 1 };
+    expect(mayStart(state(4, { a: 3 }, { a: 40, b: 1 }, weights), 'a')).toBe(false);
+    expect(mayStart(state(4, { a: 3 }, { a: 40, b: 1 }, weights), 'b')).toBe(true);
   });
 });

@@ -1,15 +1,22 @@
 /**
  * The fair-share rule for a handler type's worker slots, as a pure function (the queue applies
- * it in Redis, atomically, for the whole fleet: see queue/fair-share.ts and its Lua script, which
- * must stay equivalent to {@link mayStart}).
+ * it atomically for the whole fleet: see queue/fair-share.ts, its Redis script, which must stay
+ * equivalent to {@link mayStart}, and its Postgres store, which calls it).
  *
- * Every organization that is waiting for slots of a type is guaranteed
- * `max(1, floor(slots / waiting organizations))` of them. An organization below its guarantee
- * may always start a batch. One at or above it may start another only when that still leaves
- * enough free slots for every other waiting organization to reach its own guarantee. So a lone
- * organization uses the whole fleet, and as soon as another one waits, the next free slot is
- * kept for the newcomer instead of going to the one that already holds more than its share.
+ * The competing organizations are the ones waiting for slots of a type plus the candidate. Each
+ * is guaranteed `max(1, floor(slots × weight / Σ weights of the competing))` of them, its weight
+ * being the one an operator set for it (1..100; unset: 1). With every weight 1 that is
+ * `max(1, floor(slots / competing))`. An organization below its guarantee may always start a
+ * batch. One at or above it may start another only when that still leaves enough free slots for
+ * every other waiting organization to reach its own guarantee. So a lone organization uses the
+ * whole fleet, and as soon as another one waits, the next free slot is kept for the newcomer
+ * instead of going to the one that already holds more than its share. Every waiting organization
+ * keeps a guarantee of at least 1, whatever the weights: a weight shifts slots between
+ * organizations, never below one batch.
  */
+
+/** The weights an operator may set (organization_quota.fair_share_weight). */
+export const FAIR_SHARE_WEIGHT = { min: 1, max: 100, default: 1 } as const;
 
 export interface FleetShareState {
   /** Slots of this handler type in the fleet (the sum of every live worker's concurrency). */
@@ -21,19 +28,28 @@ export interface FleetShareState {
    * once) that work can use, counting the ones already running.
    */
   waiting: ReadonlyMap<string, number>;
+  /** Weights of the waiting organizations and of the candidate; one absent weighs 1. */
+  weights?: ReadonlyMap<string, number>;
 }
 
-/** The slots each of `organizations` waiting organizations is guaranteed (at least 1). */
-export function guaranteedShare(slots: number, organizations: number): number {
-  return Math.max(1, Math.floor(slots / Math.max(1, organizations)));
+/**
+ * The slots an organization of weight `weight` is guaranteed when the competing organizations'
+ * weights add up to `totalWeight` (at least 1). Integer arithmetic on both sides of the rule (the
+ * Lua script computes the same floor of the same exact product and quotient).
+ */
+export function guaranteedShare(slots: number, totalWeight: number, weight = 1): number {
+  return Math.max(1, Math.floor((slots * weight) / Math.max(1, totalWeight)));
 }
 
 /** Whether `organization` may start one more batch now. */
 export function mayStart(state: FleetShareState, organization: string): boolean {
-  const competing = state.waiting.has(organization) ? state.waiting.size : state.waiting.size + 1;
-  const share = guaranteedShare(state.slots, competing);
+  const weightOf = (org: string) => state.weights?.get(org) ?? FAIR_SHARE_WEIGHT.default;
+  let totalWeight = state.waiting.has(organization) ? 0 : weightOf(organization);
+  for (const other of state.waiting.keys()) {
+    totalWeight += weightOf(other);
+  }
   const mine = state.running.get(organization) ?? 0;
-  if (mine < share) {
+  if (mine < guaranteedShare(state.slots, totalWeight, weightOf(organization))) {
     return true;
   }
   let busy = 0;
@@ -45,6 +61,7 @@ export function mayStart(state: FleetShareState, organization: string): boolean 
   let reserved = 0;
   for (const [other, lanes] of state.waiting) {
     if (other !== organization) {
+      const share = guaranteedShare(state.slots, totalWeight, weightOf(other));
       reserved += Math.max(0, Math.min(share, lanes) - (state.running.get(other) ?? 0));
     }
   }

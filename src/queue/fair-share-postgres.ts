@@ -10,7 +10,7 @@
  * the next heartbeat, parked jobs wake by their own delay, and a lost arrivals count only makes
  * the next decision refresh its view.
  */
-import { mayStart } from '../domain/fair-share.ts';
+import { FAIR_SHARE_WEIGHT, mayStart } from '../domain/fair-share.ts';
 import { queueLockSubject } from '../store/db/lock-keys.ts';
 import type { FairRegistration, FairShareStore } from './fair-share-store.ts';
 import type { SqlRunner } from './postgres-counters.ts';
@@ -96,7 +96,14 @@ export function postgresFairShareStore(runner: SqlRunner, schema: string, queue:
           {
             slots: state.slots,
             running: new Map(Object.entries(state.running)),
-            waiting: new Map(request.waiting),
+            waiting: new Map(request.waiting.map(([organization, lanes]) => [organization, lanes])),
+            // The view's weight wins over the request's for a listed candidate, as in the script.
+            weights: new Map([
+              [request.organizationId, request.weight ?? FAIR_SHARE_WEIGHT.default],
+              ...request.waiting.map(
+                ([organization, , weight]) => [organization, weight ?? FAIR_SHARE_WEIGHT.default] as const,
+              ),
+            ]),
           },
           request.organizationId,
         );

@@ -5,6 +5,7 @@
  * process sharing the queue. On a Redis Cluster the prefix is the hash tag `{…}` (redis-target.ts),
  * so these keys share one slot and a script may touch them together.
  */
+import { FAIR_SHARE_WEIGHT } from '../domain/fair-share.ts';
 import { batchQueueName } from './catalog.ts';
 import type { RedisClient } from './connection.ts';
 import type { FairShareStore } from './fair-share-store.ts';
@@ -22,7 +23,8 @@ export function fairShareKeys(prefix: string, operationType: string) {
 
 /**
  * KEYS: running, workers, arrivals. ARGV: now, organization, member, expiry, the caller's
- * arrivals count, then (organization, lanes) pairs of the waiting view.
+ * arrivals count, the organization's weight, then (organization, lanes, weight) triples of the
+ * waiting view.
  * Returns {1, arrivals} (started: the member is added), {0, arrivals} (refused) or
  * {-1, arrivals} (the caller's view is older than the last arrival: refresh and ask again).
  * The rule is domain/fair-share.ts's mayStart; keep the two equivalent.
@@ -49,24 +51,29 @@ for _, entry in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   end
 end
 local org = ARGV[2]
-local waiting, competing, listed = {}, 0, false
-for i = 6, #ARGV - 1, 2 do
+local weights = {}
+weights[org] = tonumber(ARGV[6])
+local waiting, total, listed = {}, 0, false
+for i = 7, #ARGV - 2, 3 do
   waiting[ARGV[i]] = tonumber(ARGV[i + 1])
-  competing = competing + 1
+  weights[ARGV[i]] = tonumber(ARGV[i + 2])
+  total = total + weights[ARGV[i]]
   if ARGV[i] == org then
     listed = true
   end
 end
 if not listed then
-  competing = competing + 1
+  total = total + weights[org]
 end
-local share = math.max(1, math.floor(slots / competing))
-local ok = (running[org] or 0) < share
+local function share(of)
+  return math.max(1, math.floor(slots * weights[of] / math.max(1, total)))
+end
+local ok = (running[org] or 0) < share(org)
 if not ok then
   local reserved = 0
   for other, lanes in pairs(waiting) do
     if other ~= org then
-      reserved = reserved + math.max(0, math.min(share, lanes) - (running[other] or 0))
+      reserved = reserved + math.max(0, math.min(share(other), lanes) - (running[other] or 0))
     end
   end
   ok = busy + 1 + reserved <= slots
@@ -136,7 +143,12 @@ export function redisFairShareStore(options: {
         request.member,
         request.expiry,
         request.arrivals,
-        ...request.waiting.flat(),
+        request.weight ?? FAIR_SHARE_WEIGHT.default,
+        ...request.waiting.flatMap(([organization, lanes, weight]) => [
+          organization,
+          lanes,
+          weight ?? FAIR_SHARE_WEIGHT.default,
+        ]),
       );
       return { code: code === 1 ? 1 : code === 0 ? 0 : -1, arrivals };
     },

@@ -24,8 +24,13 @@ export interface FairAcquireRequest {
   expiry: number;
   /** The arrivals count the caller's view is stamped with ('' when it has none). */
   arrivals: string;
-  /** Organizations waiting for the type's slots, with the lanes their work can use. */
-  waiting: readonly (readonly [string, number])[];
+  /**
+   * Organizations waiting for the type's slots, with the lanes their work can use and their
+   * fair-share weight (absent: 1).
+   */
+  waiting: readonly (readonly [organization: string, lanes: number, weight?: number])[];
+  /** The candidate's own weight, known even when the view does not list it (absent: 1). */
+  weight?: number;
 }
 
 export interface FairAcquireResult {

@@ -10,8 +10,9 @@
  *   expiry it keeps renewing (a dead process drops out by itself);
  * - the batches running now, by organization: an entry per running batch, with an expiry the
  *   running process renews (a dead process's entries drop out by themselves);
- * - who is waiting: the organizations with work of the type not yet handed out, read from
- *   Postgres (the source of truth) and cached. A counter in the store ("arrivals"), incremented before
+ * - who is waiting: the organizations with work of the type not yet handed out, with their
+ *   fair-share weights (the candidate's own carried beside them), read from Postgres (the source
+ *   of truth) and cached. A counter in the store ("arrivals"), incremented before
  *   the jobs of a newly started operation are queued, tells the script when the cache predates a
  *   newcomer, so a decision is never taken on a view that misses an organization whose job is in
  *   the queue.
@@ -22,6 +23,7 @@
  * be lost).
  */
 import type { Job, Queue } from 'bullmq';
+import { FAIR_SHARE_WEIGHT } from '../domain/fair-share.ts';
 import type { Logger } from '../logger.ts';
 import { type Database, listWaitingOrganizations } from '../store/index.ts';
 import type { FairRegistration, FairShareStore } from './fair-share-store.ts';
@@ -67,7 +69,9 @@ export interface FairShare {
 interface WaitingView {
   arrivals: string;
   at: number;
-  waiting: [string, number][];
+  waiting: [string, number, number][];
+  /** Weights of the organizations with active work of the type, waiting or not. */
+  weights: ReadonlyMap<string, number>;
 }
 
 export function createFairShare(options: FairShareOptions): FairShare {
@@ -89,9 +93,9 @@ export function createFairShare(options: FairShareOptions): FairShare {
       queuePrefix: options.prefix,
       batchSize: options.batchSize,
     })
-      .then((waiting) => {
+      .then(({ waiting, weights }) => {
         // Read after the arrivals count it is stamped with: it includes every arrival counted.
-        view = { arrivals, at: Date.now(), waiting: [...waiting] };
+        view = { arrivals, at: Date.now(), waiting, weights };
         return view;
       })
       .finally(() => {
@@ -137,6 +141,9 @@ export function createFairShare(options: FairShareOptions): FairShare {
           expiry: Date.now() + options.entryTtlMs,
           arrivals: current?.arrivals ?? '',
           waiting: current?.waiting ?? [],
+          // Unknown to the view (no view yet, or none of its work active when read): 1. A view
+          // missing a newcomer is refreshed by the arrivals count before anything is decided.
+          weight: current?.weights.get(organizationId) ?? FAIR_SHARE_WEIGHT.default,
         });
         if (code === 0) {
           return undefined;

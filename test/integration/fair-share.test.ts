@@ -4,7 +4,7 @@
  * - organization A's operation against a listener that never answers does not delay organization
  *   B's one-item operation beyond one batch budget, in one worker process and across two;
  * - the Redis script that decides, for the whole fleet, agrees with the rule in
- *   domain/fair-share.ts.
+ *   domain/fair-share.ts, with and without fair-share weights.
  * Orderings are asserted through what the handler saw, never through timing.
  */
 import { randomUUID } from 'node:crypto';
@@ -138,15 +138,21 @@ describe('the fleet-wide decision in Redis', () => {
 
   const ORGS = ['org-a', 'org-b', 'org-c', 'org-d'];
 
-  it('agrees with mayStart on every state, and refuses to decide on a view older than the last arrival', async () => {
+  it('agrees with mayStart on every state and every weight, and refuses to decide on a view older than the last arrival', async () => {
     const state = fc.record({
       workers: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 }),
       running: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 0, max: 4 })),
       waiting: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 6 })),
+      // Weights from 1 to 100; unweighted states (every weight 1) are drawn as often.
+      weights: fc.oneof(
+        fc.constant({}),
+        fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 100 })),
+        fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 4 })),
+      ),
       candidate: fc.constantFrom(...ORGS),
     });
     await fc.assert(
-      fc.asyncProperty(state, async ({ workers, running, waiting, candidate }) => {
+      fc.asyncProperty(state, async ({ workers, running, waiting, weights, candidate }) => {
         const base = testKey('lua');
         const [runningKey, workersKey, arrivalsKey] = [`${base}:running`, `${base}:workers`, `${base}:arrivals`];
         const expiry = Date.now() + 60_000;
@@ -163,7 +169,11 @@ describe('the fleet-wide decision in Redis', () => {
         await redis.zadd(workersKey, 1, 'dead 100');
         await redis.set(arrivalsKey, '7');
         const args = [Date.now(), candidate, `${candidate} new-job`, expiry];
-        const view = Object.entries(waiting).flat();
+        const weightOf = (org: string) => (weights as Record<string, number>)[org] ?? 1;
+        const view = [
+          weightOf(candidate),
+          ...Object.entries(waiting).flatMap(([org, lanes]) => [org, lanes, weightOf(org)]),
+        ];
 
         const stale = (await redis.eval(
           ACQUIRE_LUA,
@@ -192,6 +202,7 @@ describe('the fleet-wide decision in Redis', () => {
             slots: workers.reduce((sum, slots) => sum + slots, 0),
             running: new Map(Object.entries(running)),
             waiting: new Map(Object.entries(waiting)),
+            weights: new Map(ORGS.map((org) => [org, weightOf(org)])),
           },
           candidate,
         );
@@ -199,7 +210,7 @@ describe('the fleet-wide decision in Redis', () => {
         expect(await redis.zscore(runningKey, `${candidate} new-job`)).toBe(expected ? String(expiry) : null);
         await redis.del(runningKey, workersKey, arrivalsKey);
       }),
-      { numRuns: 150 },
+      { numRuns: 300 },
     );
   });
 });

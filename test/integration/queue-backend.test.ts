@@ -236,11 +236,12 @@ describe('the Postgres queue backend', () => {
       workers: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 }),
       running: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 0, max: 4 })),
       waiting: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 6 })),
+      weights: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 100 })),
       candidate: fc.constantFrom(...ORGS),
     });
     let run = 0;
     await fc.assert(
-      fc.asyncProperty(state, async ({ workers, running, waiting, candidate }) => {
+      fc.asyncProperty(state, async ({ workers, running, waiting, weights, candidate }) => {
         const type = `prop-${run++}`;
         const store = own.fairShare(type);
         const expiry = Date.now() + 60_000;
@@ -263,7 +264,8 @@ describe('the Postgres queue backend', () => {
           organizationId: candidate,
           member: `${candidate} new-job`,
           expiry,
-          waiting: Object.entries(waiting),
+          waiting: Object.entries(waiting).map(([org, lanes]) => [org, lanes, weights[org]] as const),
+          weight: weights[candidate],
         };
         expect(await store.acquire({ ...request, arrivals: '6' })).toEqual({ code: -1, arrivals: '7' });
         const { code } = await store.acquire({ ...request, arrivals: '7' });
@@ -272,6 +274,7 @@ describe('the Postgres queue backend', () => {
             slots: workers.reduce((sum, slots) => sum + slots, 0),
             running: new Map(Object.entries(running)),
             waiting: new Map(Object.entries(waiting)),
+            weights: new Map(Object.entries(weights)),
           },
           candidate,
         );

@@ -1,12 +1,17 @@
 /**
  * What the worker fleet reads to share its slots fairly and to bound a batch's time: which
- * organizations have background work of a type waiting, and how often an item has been leased.
+ * organizations have background work of a type waiting and with what weight, and how often an
+ * item has been leased.
  */
+import { FAIR_SHARE_WEIGHT } from '../../domain/fair-share.ts';
 import { OPERATION_DEFAULTS } from '../../domain/operation-input.ts';
 import type { Queryable } from '../db/db.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
 
-/** More organizations than this waiting for one type are cut from the view (an arbitrary subset). */
+/**
+ * More organizations than this with active work of one type are cut from the view (an arbitrary
+ * subset).
+ */
 const MAX_WAITING_ORGANIZATIONS = 10_000;
 
 export interface WaitingWorkQuery {
@@ -17,28 +22,51 @@ export interface WaitingWorkQuery {
   batchSize: number | undefined;
 }
 
+/** The fleet's view of who competes for a type's slots, and with what weight. */
+export interface WaitingOrganizations {
+  /** Organizations with work not handed out: (organization, lanes, fair-share weight). */
+  waiting: [organization: string, lanes: number, weight: number][];
+  /**
+   * The weight of every organization with active background work of the type, handed out or
+   * not: a candidate whose last batches are out is no longer waiting but still has a weight.
+   */
+  weights: Map<string, number>;
+}
+
 /**
- * Organizations with active background operations of a type that still have items not handed
- * out (the cursor before the end), each with the lanes that work can use: per operation
- * `min(max_parallel_batches, batches left)`, as the dispatcher starts them. Crosses
- * organizations on purpose — it is the fleet's view, returns ids and counts only, and no tenant
- * ever sees it. Reads the partial index of active operations.
+ * Organizations with active background operations of a type, each with the lanes its work not
+ * yet handed out (the cursor before the end) can use — per operation `min(max_parallel_batches,
+ * batches left)`, as the dispatcher starts them — and its fair-share weight
+ * (organization_quota.fair_share_weight; unset: 1). Crosses organizations on purpose — it is the
+ * fleet's view, returns ids and figures only, and no tenant ever sees it. Reads the partial index
+ * of active operations, and one quota row per organization.
  */
-export async function listWaitingOrganizations(db: Queryable, query: WaitingWorkQuery): Promise<Map<string, number>> {
-  const rows = await db.query<{ organization_id: string; lanes: number }>(
-    `SELECT organization_id,
-            sum(least(coalesce((state_json->>'max_parallel_batches')::int, $4::int),
-                      ceil((total_items - (state_json->>'cursor')::int)::numeric
-                           / greatest(1, coalesce($3::int, (state_json->>'batch_size')::int)))))::int AS lanes
-     FROM assistant_operation
-     WHERE status = 'active' AND operation_type = $1 AND state_json->>'execution' = 'background'
-       AND coalesce(state_json->>'queue_prefix', $2) = $2
-       AND (state_json->>'cursor')::int < total_items
-     GROUP BY organization_id
+export async function listWaitingOrganizations(db: Queryable, query: WaitingWorkQuery): Promise<WaitingOrganizations> {
+  const rows = await db.query<{ organization_id: string; lanes: number; weight: number }>(
+    `SELECT o.organization_id,
+            coalesce(sum(least(coalesce((o.state_json->>'max_parallel_batches')::int, $4::int),
+                               ceil((o.total_items - (o.state_json->>'cursor')::int)::numeric
+                                    / greatest(1, coalesce($3::int, (o.state_json->>'batch_size')::int)))))
+                     FILTER (WHERE (o.state_json->>'cursor')::int < o.total_items), 0)::int AS lanes,
+            coalesce(max(q.fair_share_weight), $5::int)::int AS weight
+     FROM assistant_operation o
+     LEFT JOIN organization_quota q ON q.organization_id = o.organization_id
+     WHERE o.status = 'active' AND o.operation_type = $1 AND o.state_json->>'execution' = 'background'
+       AND coalesce(o.state_json->>'queue_prefix', $2) = $2
+     GROUP BY o.organization_id
      LIMIT ${MAX_WAITING_ORGANIZATIONS}`,
-    [query.operationType, query.queuePrefix, query.batchSize ?? null, OPERATION_DEFAULTS.maxParallelBatches],
+    [
+      query.operationType,
+      query.queuePrefix,
+      query.batchSize ?? null,
+      OPERATION_DEFAULTS.maxParallelBatches,
+      FAIR_SHARE_WEIGHT.default,
+    ],
   );
-  return new Map(rows.filter((row) => row.lanes > 0).map((row) => [row.organization_id, row.lanes]));
+  return {
+    waiting: rows.filter((row) => row.lanes > 0).map((row) => [row.organization_id, row.lanes, row.weight]),
+    weights: new Map(rows.map((row) => [row.organization_id, row.weight])),
+  };
 }
 
 /**
