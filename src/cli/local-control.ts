@@ -8,6 +8,7 @@ import { chmodSync, existsSync, rmSync, statSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { FairShareWeight, KeyLimitChanges } from '../domain/limit-overrides.ts';
 import { nameLike } from '../domain/names.ts';
 import {
   createApiKey,
@@ -43,7 +44,12 @@ export const KeyCommand = z.discriminatedUnion('op', [
   z.strictObject({
     op: z.literal('org_limits'),
     org: organizationName,
-    set: z.strictObject({ max_stored_items: quotaValue, max_open_operations: quotaValue }),
+    set: z.strictObject({
+      max_stored_items: quotaValue,
+      max_open_operations: quotaValue,
+      fair_share_weight: FairShareWeight.optional(),
+      key_limits: KeyLimitChanges.optional(),
+    }),
     defaults: z.strictObject({ maxStoredItems: z.number().int().min(1), maxOpenOperations: z.number().int().min(1) }),
   }),
   z.strictObject({

@@ -5,13 +5,16 @@
  * view; `opspad orgs limits` does the same from a shell.
  *
  * GET reads; PUT sets the overrides given (a number) or clears them (null: the deployment's
- * OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS). A PUT must be `application/json`, which a
+ * OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS; a fair-share weight of 1), and the
+ * key-limit overrides listed in `key_limits` (one body, one transaction: the weight and the
+ * overrides change together or not at all). A PUT must be `application/json`, which a
  * browser sends cross-site only after a CORS preflight nobody answers, so a forged page cannot
  * change a quota with the operator's credentials. Read-only mode refuses every PUT.
  */
 import express, { Router } from 'express';
 import { z } from 'zod';
 import { AppError } from '../../domain/errors.ts';
+import { FairShareWeight, KEY_LIMIT_BOUNDS, KeyLimitChanges } from '../../domain/limit-overrides.ts';
 import { nameLike } from '../../domain/names.ts';
 import { parseOrThrow } from '../../domain/validation.ts';
 import { type Database, organizationLimits, type QuotaDefaults } from '../../store/index.ts';
@@ -40,10 +43,36 @@ export const OrganizationLimits = z.object({
   max_stored_items: count.nullable().describe("Its own limit; null: the deployment's OPSPAD_MAX_STORED_ITEMS."),
   max_open_operations: count.nullable().describe("Its own limit; null: the deployment's OPSPAD_MAX_OPEN_OPERATIONS."),
   limits: z.object({ stored_items: count, open_operations: count }).describe('The limits in force.'),
+  fair_share_weight: count
+    .nullable()
+    .describe("Its own weight in each handler type's fair share of the fleet (1 to 100); null: 1."),
+  key_limits: z
+    .array(
+      z.object({
+        operation_type: z.string(),
+        key: z.string().nullable().describe('null: every key of its operations of the type.'),
+        rate: z
+          .object({ max: count, interval_ms: count })
+          .nullable()
+          .describe("At most max items started per interval_ms; null: the handler's own."),
+        concurrency: count.nullable().describe("Items in flight at once per key; null: the handler's own."),
+      }),
+    )
+    .describe("Its own provider limits, overriding the handler's declared limits for its keys."),
 });
 
-/** The overrides a PUT sets: a number sets one, null clears it, absent leaves it. */
-export const LimitsBody = z.strictObject({ max_stored_items: override, max_open_operations: override });
+/**
+ * The overrides a PUT sets: a number sets one, null clears it, absent leaves it. `key_limits`
+ * lists the key-limit overrides to change, each by (operation_type, key); the ones not listed stay.
+ */
+export const LimitsBody = z.strictObject({
+  max_stored_items: override,
+  max_open_operations: override,
+  fair_share_weight: FairShareWeight.optional(),
+  key_limits: KeyLimitChanges.optional().describe(
+    `Key-limit overrides to set or clear (at most 100): rate.max ${KEY_LIMIT_BOUNDS.rateMax.min}..${KEY_LIMIT_BOUNDS.rateMax.max}, rate.interval_ms ${KEY_LIMIT_BOUNDS.intervalMs.min}..${KEY_LIMIT_BOUNDS.intervalMs.max}, concurrency ${KEY_LIMIT_BOUNDS.concurrency.min}..${KEY_LIMIT_BOUNDS.concurrency.max}; an override left with neither is removed.`,
+  ),
+});
 
 export interface AdminLimitsDeps {
   db: Database;
@@ -71,7 +100,7 @@ export function adminLimitsRouter(deps: AdminLimitsDeps): Router {
     res.json(quota);
   });
 
-  router.put('/:name/limits', express.json({ limit: '4kb', strict: true, type: () => true }), async (req, res) => {
+  router.put('/:name/limits', express.json({ limit: '64kb', strict: true, type: () => true }), async (req, res) => {
     if (deps.readOnly) {
       throw new AppError('forbidden', 'The operator surfaces are read-only (OPSPAD_ADMIN_READONLY=true).', {
         read_only: true,

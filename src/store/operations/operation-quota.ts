@@ -3,7 +3,8 @@
  * open (active, paused or awaiting approval). A create or a retry reserves its items before it writes anything, and
  * retention gives them back once it has deleted an operation's item rows.
  *
- * Table: organization_quota (one row per organization that has stored items or overrides).
+ * Table: organization_quota (one row per organization that has stored items or overrides, its
+ * fair-share weight among them); the organization's key-limit overrides are tenants/key-limits.ts's.
  * Lock order: the conversation → the organization's quota row (held to commit, so the creates
  * of one organization take turns here, and the open-operation count after it sees every create
  * committed before) → the operation rows. Retention holds a finished operation's row, then the
@@ -12,7 +13,9 @@
  * index idx_assistant_operation_org_open; never a count of items.
  */
 import { AppError } from '../../domain/errors.ts';
+import type { KeyLimitChange } from '../../domain/limit-overrides.ts';
 import type { Database, Queryable } from '../db/db.ts';
+import { listKeyLimits, type OrganizationKeyLimit, setKeyLimit } from '../tenants/key-limits.ts';
 import { organizationByName } from '../tenants/organization-repo.ts';
 import { OPEN_STATUSES_SQL } from './status-sql.ts';
 
@@ -25,10 +28,17 @@ export interface QuotaDefaults {
 /** The settings' defaults, for callers built without a configuration. */
 export const DEFAULT_QUOTA: QuotaDefaults = { maxStoredItems: 10_000_000, maxOpenOperations: 1000 };
 
-/** An organization's quota overrides: null, the deployment's. */
+/** An organization's quota overrides: null, the deployment's (for the weight, 1). */
 export interface QuotaOverrides {
   max_stored_items: number | null;
   max_open_operations: number | null;
+  /** Its weight in each handler type's fair share of the fleet (domain/fair-share.ts). */
+  fair_share_weight: number | null;
+}
+
+/** What `opspad orgs limits` and the admin API change: the overrides and key-limit overrides. */
+export interface LimitsChange extends Partial<QuotaOverrides> {
+  key_limits?: readonly KeyLimitChange[];
 }
 
 /** What an organization uses and may use, as the admin API and the CLI show it. */
@@ -37,6 +47,8 @@ export interface OrganizationQuota extends QuotaOverrides {
   stored_items: number;
   open_operations: number;
   limits: { stored_items: number; open_operations: number };
+  /** Its own provider limits per handler type and key (tenants/key-limits.ts). */
+  key_limits: OrganizationKeyLimit[];
 }
 
 const VARIABLES = { stored_items: 'OPSPAD_MAX_STORED_ITEMS', open_operations: 'OPSPAD_MAX_OPEN_OPERATIONS' } as const;
@@ -132,11 +144,12 @@ export async function setQuotaOverrides(
   overrides: Partial<QuotaOverrides>,
 ): Promise<void> {
   await tx.query(
-    `INSERT INTO organization_quota (organization_id, max_stored_items, max_open_operations)
-     VALUES ($1, $3::bigint, $5::int)
+    `INSERT INTO organization_quota (organization_id, max_stored_items, max_open_operations, fair_share_weight)
+     VALUES ($1, $3::bigint, $5::int, $7::int)
      ON CONFLICT (organization_id) DO UPDATE SET
        max_stored_items = CASE WHEN $2::boolean THEN excluded.max_stored_items ELSE organization_quota.max_stored_items END,
        max_open_operations = CASE WHEN $4::boolean THEN excluded.max_open_operations ELSE organization_quota.max_open_operations END,
+       fair_share_weight = CASE WHEN $6::boolean THEN excluded.fair_share_weight ELSE organization_quota.fair_share_weight END,
        updated_at = now()`,
     [
       organizationId,
@@ -144,6 +157,8 @@ export async function setQuotaOverrides(
       overrides.max_stored_items ?? null,
       overrides.max_open_operations !== undefined,
       overrides.max_open_operations ?? null,
+      overrides.fair_share_weight !== undefined,
+      overrides.fair_share_weight ?? null,
     ],
   );
 }
@@ -158,12 +173,19 @@ export async function getOrganizationQuota(
     stored_items: number;
     max_stored_items: number | null;
     max_open_operations: number | null;
+    fair_share_weight: number | null;
   }>(
-    `SELECT stored_items::float8 AS stored_items, max_stored_items::float8 AS max_stored_items, max_open_operations
+    `SELECT stored_items::float8 AS stored_items, max_stored_items::float8 AS max_stored_items, max_open_operations,
+            fair_share_weight
      FROM organization_quota WHERE organization_id = $1`,
     [organizationId],
   );
-  const row = rows[0] ?? { stored_items: 0, max_stored_items: null, max_open_operations: null };
+  const row = rows[0] ?? {
+    stored_items: 0,
+    max_stored_items: null,
+    max_open_operations: null,
+    fair_share_weight: null,
+  };
   const limits = {
     stored_items: row.max_stored_items ?? defaults.maxStoredItems,
     open_operations: row.max_open_operations ?? defaults.maxOpenOperations,
@@ -174,18 +196,21 @@ export async function getOrganizationQuota(
     open_operations: await countOpenOperations(db, organizationId, limits.open_operations + 1),
     max_stored_items: row.max_stored_items,
     max_open_operations: row.max_open_operations,
+    fair_share_weight: row.fair_share_weight,
     limits,
+    key_limits: await listKeyLimits(db, organizationId),
   };
 }
 
 /**
  * `opspad orgs limits` and the admin API: the named organization's quota after setting the
- * overrides given, or null when there is no such organization (nothing is set).
+ * overrides and key-limit overrides given (in one transaction), or null when there is no such
+ * organization (nothing is set).
  */
 export async function organizationLimits(
   db: Database,
   organizationName: string,
-  overrides: Partial<QuotaOverrides>,
+  change: LimitsChange,
   defaults: QuotaDefaults,
 ): Promise<(OrganizationQuota & { organization: string }) | null> {
   return db.transaction(async (tx) => {
@@ -193,8 +218,12 @@ export async function organizationLimits(
     if (!organization) {
       return null;
     }
-    if (overrides.max_stored_items !== undefined || overrides.max_open_operations !== undefined) {
+    const { key_limits: keyLimits = [], ...overrides } = change;
+    if (Object.values(overrides).some((value) => value !== undefined)) {
       await setQuotaOverrides(tx, organization.id, overrides);
+    }
+    for (const keyLimit of keyLimits) {
+      await setKeyLimit(tx, organization.id, keyLimit);
     }
     return { organization: organization.name, ...(await getOrganizationQuota(tx, organization.id, defaults)) };
   });
