@@ -199,7 +199,8 @@ export const OPERATOR_ROUTES: RouteSpec[] = [
     method: 'get',
     path: '/admin/organizations/:name/limits',
     operationId: 'organization_limits',
-    summary: "An organization's quota: stored items and open operations, its own limits and those in force",
+    summary:
+      "An organization's quota: stored items and open operations, its own limits and those in force, its fair-share weight and key-limit overrides",
     tag: 'Operator',
     auth: 'operator',
     params: LimitsParams,
@@ -210,8 +211,10 @@ export const OPERATOR_ROUTES: RouteSpec[] = [
     method: 'put',
     path: '/admin/organizations/:name/limits',
     operationId: 'set_organization_limits',
-    summary: "Sets an organization's own quota (a number) or returns it to the deployment's (null)",
-    description: 'JSON only (`application/json`); refused in read-only mode (OPSPAD_ADMIN_READONLY).',
+    summary:
+      "Sets an organization's own quota, fair-share weight and key-limit overrides (a number) or returns them to the default (null)",
+    description:
+      'JSON only (`application/json`); refused in read-only mode (OPSPAD_ADMIN_READONLY). `key_limits` lists the overrides to change, each by `operation_type` and `key` (null: every key); those not listed stay, and one left with neither `rate` nor `concurrency` is removed. Everything in the body changes in one transaction, or nothing does.',
     tag: 'Operator',
     auth: 'operator',
     params: LimitsParams,

@@ -108,7 +108,23 @@ function quotaLine(quota: OrganizationQuota | null | undefined): string {
     return '';
   }
   const source = (own: number | null, variable: string) => (own === null ? `default, ${variable}` : 'set for it');
-  return `<p class="quota">Quota: <b>${count(quota.stored_items)}</b> of ${count(quota.limits.stored_items)} stored items (${source(quota.max_stored_items, 'OPSPAD_MAX_STORED_ITEMS')}), <b>${count(quota.open_operations)}</b> of ${count(quota.limits.open_operations)} open operations (${source(quota.max_open_operations, 'OPSPAD_MAX_OPEN_OPERATIONS')}). <span class="muted">Change with opspad orgs limits --org &lt;name&gt; or PUT /admin/organizations/&lt;name&gt;/limits.</span></p>`;
+  const weight = quota.fair_share_weight === null ? '1 (default)' : `${count(quota.fair_share_weight)} (set for it)`;
+  return `<p class="quota">Quota: <b>${count(quota.stored_items)}</b> of ${count(quota.limits.stored_items)} stored items (${source(quota.max_stored_items, 'OPSPAD_MAX_STORED_ITEMS')}), <b>${count(quota.open_operations)}</b> of ${count(quota.limits.open_operations)} open operations (${source(quota.max_open_operations, 'OPSPAD_MAX_OPEN_OPERATIONS')}). Fair-share weight: <b>${weight}</b>. <span class="muted">Change with opspad orgs limits --org &lt;name&gt; or PUT /admin/organizations/&lt;name&gt;/limits.</span></p>${keyLimitList(quota.key_limits)}`;
+}
+
+/** The organization's own provider limits per handler type and key (names escaped: a tenant's). */
+function keyLimitList(limits: OrganizationQuota['key_limits']): string {
+  if (limits.length === 0) {
+    return '';
+  }
+  const own = "handler's own";
+  const items = limits.map((limit) => {
+    const key = limit.key === null ? 'every key' : `key <code>${escapeHtml(limit.key)}</code>`;
+    const rate = limit.rate ? `${count(limit.rate.max)} per ${count(limit.rate.interval_ms)} ms` : own;
+    const concurrency = limit.concurrency === null ? own : count(limit.concurrency);
+    return `<li><code>${escapeHtml(limit.operation_type)}</code>, ${key}: rate ${rate}, concurrency ${concurrency}</li>`;
+  });
+  return `<div class="quota">Key-limit overrides:<ul>${items.join('')}</ul></div>`;
 }
 
 /** The list page; `quota`: the organization's, when the list is filtered to one. */
