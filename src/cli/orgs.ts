@@ -90,7 +90,7 @@ function keyLimitChange(options: OrgLimitsOptions): KeyLimitChange | undefined {
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const field = issue?.path[0] === 'key' ? '--key' : '--handler';
-    throw new UsageError(`${field} ${issue?.message ?? 'is not valid'}`, `Give ${field} as printable text`);
+    throw new UsageError(`${field} ${issue?.message ?? 'is not valid'}`, `Give ${field} as printable text, shorter`);
   }
   return parsed.data;
 }

@@ -54,7 +54,8 @@ export const KeyLimitChange = z.strictObject({
       .max(KEY_LIMIT_BOUNDS.keyLength, `must be at most ${KEY_LIMIT_BOUNDS.keyLength} characters`),
   )
     .nullable()
-    .describe('The key the override is for; null: every key of the organization for the type.'),
+    .default(null)
+    .describe('The key the override is for; null or absent: every key of the organization for the type.'),
   rate: KeyRate.nullable()
     .optional()
     .describe("{max, interval_ms}: at most max items started per interval; null: the handler's own."),

@@ -135,6 +135,11 @@ describe('organization limit overrides', () => {
     expect(cleared.body).toMatchObject({ fair_share_weight: null });
     expect(await weightRow(tenant)).toBeNull();
     expect(await keyLimitRows(tenant)).toHaveLength(1);
+
+    // No key: every key of the type.
+    const everyKey = await put(name, { key_limits: [{ operation_type: 'post', concurrency: 1 }] });
+    expect(everyKey.status, JSON.stringify(everyKey.body)).toBe(200);
+    expect(await keyLimitOverride(harness.db, tenant.organizationId, 'post', 'any')).toEqual({ concurrency: 1 });
   });
 
   it.each([

@@ -28,6 +28,7 @@ import {
   openMcpSession,
   registerOAuthClient,
   revokeApiKey,
+  setKeyLimit,
 } from '../../src/store/index.ts';
 import { deleteItemRange, saveOperationProgress } from '../../src/store/retention/retention-sql.ts';
 import { createToolRegistry } from '../../src/tools/registry.ts';
@@ -387,6 +388,7 @@ describe.each(ENGINES)('tenant walls on every route on %s', (engine: Engine) => 
       `victim-standing-${marker}`,
       `victim-fact-${marker}`,
       `victim-query-${marker}`,
+      `victim-key-${marker}`,
       'victim-item-2',
       'victim-lead-1',
     ];
@@ -698,6 +700,10 @@ async function seed(db: Database, orgA: Tenant, orgB: Tenant): Promise<World> {
   await grantOAuthClient(db, grant);
   const spent = await grantOAuthClient(db, grant);
   await exchangeOAuthCode(db, { clientId, code: spent.code }, { accessMs: 3_600_000, refreshMs: 3_600_000 });
+  // A's own provider limit for a key B's operations could compute too.
+  await db.transaction((tx) =>
+    setKeyLimit(tx, orgA.organizationId, { operation_type: 'send_sms', key: `victim-key-${marker}`, concurrency: 1 }),
+  );
 
   const conversationB = randomUUID();
   const own = await orgB.op(conversationB, {

@@ -37,9 +37,10 @@ export interface WaitingOrganizations {
  * Organizations with active background operations of a type, each with the lanes its work not
  * yet handed out (the cursor before the end) can use — per operation `min(max_parallel_batches,
  * batches left)`, as the dispatcher starts them — and its fair-share weight
- * (organization_quota.fair_share_weight; unset: 1). Crosses organizations on purpose — it is the
- * fleet's view, returns ids and figures only, and no tenant ever sees it. Reads the partial index
- * of active operations, and one quota row per organization.
+ * (organization_quota.fair_share_weight; unset: 1; held to 1..100 whatever the row says).
+ * Crosses organizations on purpose — it is the fleet's view, returns ids and figures only, and
+ * no tenant ever sees it. Reads the partial index of active operations, and one quota row per
+ * organization.
  */
 export async function listWaitingOrganizations(db: Queryable, query: WaitingWorkQuery): Promise<WaitingOrganizations> {
   const rows = await db.query<{ organization_id: string; lanes: number; weight: number }>(
@@ -48,7 +49,7 @@ export async function listWaitingOrganizations(db: Queryable, query: WaitingWork
                                ceil((o.total_items - (o.state_json->>'cursor')::int)::numeric
                                     / greatest(1, coalesce($3::int, (o.state_json->>'batch_size')::int)))))
                      FILTER (WHERE (o.state_json->>'cursor')::int < o.total_items), 0)::int AS lanes,
-            coalesce(max(q.fair_share_weight), $5::int)::int AS weight
+            least($7::int, greatest($6::int, coalesce(max(q.fair_share_weight), $5::int)))::int AS weight
      FROM assistant_operation o
      LEFT JOIN organization_quota q ON q.organization_id = o.organization_id
      WHERE o.status = 'active' AND o.operation_type = $1 AND o.state_json->>'execution' = 'background'
@@ -61,6 +62,8 @@ export async function listWaitingOrganizations(db: Queryable, query: WaitingWork
       query.batchSize ?? null,
       OPERATION_DEFAULTS.maxParallelBatches,
       FAIR_SHARE_WEIGHT.default,
+      FAIR_SHARE_WEIGHT.min,
+      FAIR_SHARE_WEIGHT.max,
     ],
   );
   return {
