@@ -3,7 +3,8 @@
  * with more lanes of work than the fleet has slots, share one worker process's 8 slots 3:1.
  * The measure is the ledger's: items recorded per organization (assistant_operation_item's
  * updated_at, set when an item is recorded) over the window in which both were saturated — from
- * the moment both have recorded an item until the first of their operations recorded its last.
+ * the moment both have recorded an item until the first of the two recorded its last. The
+ * waiting view the workers read carries each organization's weight, held to 1..100.
  * The tolerance (±15 % of 3:1) is the one the product states; without weights the split is 1:1.
  *
  * The heavier organization's work is three operations, so that its operations run about two
@@ -16,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ItemHandler } from '../../src/handlers/types.ts';
+import { createApiKey, createOperation, listWaitingOrganizations, organizationLimits } from '../../src/store/index.ts';
 import { BUDGET, QUIET } from '../helpers/fair-share.ts';
 import { type Harness, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
 import { finished, waitForProgress } from '../helpers/wait.ts';
@@ -119,5 +121,80 @@ describe.each(QUEUE_BACKENDS)('fair-share weights, %s queue', (queue) => {
     expect(lightItems, measured).toBeGreaterThan(50);
     expect(ratio, measured).toBeGreaterThanOrEqual(3 * 0.85);
     expect(ratio, measured).toBeLessThanOrEqual(3 * 1.15);
+  });
+});
+
+describe('the waiting view carries weights', () => {
+  let harness: Harness;
+  beforeAll(async () => {
+    harness = await startHarness('postgres');
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  it("lists each waiting organization's weight, and the weight of one whose work is all handed out", async () => {
+    const type = `view-${randomUUID().slice(0, 8)}`;
+    const prefix = `view-${randomUUID().slice(0, 8)}`;
+    const organization = async (weight: number | null) => {
+      const name = `org-${randomUUID()}`;
+      const { organization_id } = await createApiKey(harness.db, name);
+      if (weight !== null) {
+        await organizationLimits(
+          harness.db,
+          name,
+          { fair_share_weight: weight },
+          { maxStoredItems: 1e6, maxOpenOperations: 100 },
+        );
+      }
+      return organization_id;
+    };
+    const operation = (organizationId: string, items: number, cursor = 0) =>
+      createOperation(
+        harness.db,
+        { organizationId, conversationId: randomUUID() },
+        {
+          operationType: type,
+          itemIds: ids(items),
+          batchSize: 1,
+          queryParams: null,
+          notes: null,
+          execution: 'background',
+          maxParallelBatches: 4,
+          queuePrefix: prefix,
+          actor: 'test',
+        },
+        { cursor },
+      );
+    const heavy = await organization(3);
+    const plain = await organization(null);
+    const done = await organization(7);
+    const outOfRange = await organization(null);
+    await operation(heavy, 10);
+    await operation(plain, 2);
+    await operation(done, 3, 3);
+    await operation(outOfRange, 10);
+    // A weight written past the bounds by hand is held to them.
+    await harness.db.query(
+      `INSERT INTO organization_quota (organization_id, fair_share_weight) VALUES ($1, 500)
+       ON CONFLICT (organization_id) DO UPDATE SET fair_share_weight = 500`,
+      [outOfRange],
+    );
+
+    const view = await listWaitingOrganizations(harness.db, {
+      operationType: type,
+      queuePrefix: prefix,
+      batchSize: undefined,
+    });
+    expect([...view.waiting].sort()).toEqual(
+      [
+        [heavy, 4, 3],
+        [plain, 2, 1],
+        [outOfRange, 4, 100],
+      ].sort(),
+    );
+    expect(view.weights.get(done)).toBe(7);
+    expect(view.weights.get(heavy)).toBe(3);
+    expect(view.weights.size).toBe(4);
   });
 });
