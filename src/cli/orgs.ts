@@ -7,8 +7,7 @@
  * With the embedded database held by a running service, the command runs inside that service
  * through its control socket, like `opspad keys`.
  */
-import type { KeyLimitChange } from '../domain/limit-overrides.ts';
-import { KeyLimitChange as KeyLimitChangeSchema } from '../domain/limit-overrides.ts';
+import { KeyLimitChange } from '../domain/limit-overrides.ts';
 import type { OrganizationKeyLimit, OrganizationQuota } from '../store/index.ts';
 import { UsageError, unknownOrganization } from './failure.ts';
 import { keyCommand, organizationOption } from './keys.ts';
@@ -81,7 +80,7 @@ function keyLimitChange(options: OrgLimitsOptions): KeyLimitChange | undefined {
       'Add --rate <max>/<duration> or --concurrency <n> (or `default` to clear one)',
     );
   }
-  const parsed = KeyLimitChangeSchema.safeParse({
+  const parsed = KeyLimitChange.safeParse({
     operation_type: options.handler,
     key: options.key ?? null,
     rate: rateOverride(options.rate),
