@@ -80,6 +80,9 @@ function keyLimitChange(options: OrgLimitsOptions): KeyLimitChange | undefined {
       'Add --rate <max>/<duration> or --concurrency <n> (or `default` to clear one)',
     );
   }
+  if (options.key !== undefined && options.key.length === 0) {
+    throw new UsageError('--key is empty', 'Leave --key out to override every key of the organization');
+  }
   const parsed = KeyLimitChange.safeParse({
     operation_type: options.handler,
     key: options.key ?? null,

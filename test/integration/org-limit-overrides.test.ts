@@ -312,6 +312,7 @@ describe('organization limit overrides', () => {
       [['--handler', 'send_sms', '--concurrency', '100001'], '--concurrency'],
       [['--rate', '10/1s'], '--handler'],
       [['--handler', 'send_sms', '--key', 'a\tb', '--concurrency', '1'], '--key'],
+      [['--handler', 'send_sms', '--key', '', '--concurrency', '1'], '--key is empty'],
     ] as const) {
       const refused = await run([...args]);
       expect(refused.code, args.join(' ')).not.toBe(0);
