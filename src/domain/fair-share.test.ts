@@ -93,4 +93,16 @@ describe('mayStart', () => {
     expect(mayStart(state(4, { a: 3 }, { a: 40, b: 1 }, weights), 'a')).toBe(false);
     expect(mayStart(state(4, { a: 3 }, { a: 40, b: 1 }, weights), 'b')).toBe(true);
   });
+
+  it('keeps a slot for a newcomer when the floors of one make the guarantees add up to more than the slots', () => {
+    // 4 slots, weights 100, 1, 1: guarantees 3, 1 and 1 (5 > 4). A runs 2 and C 1; B runs none.
+    const weights = { a: 100, b: 1, c: 1 };
+    const crowded = state(4, { a: 2, c: 1 }, { a: 40, b: 1, c: 1 }, weights);
+    expect(mayStart(crowded, 'a')).toBe(false);
+    expect(mayStart(crowded, 'b')).toBe(true);
+    // A first batch is never held back; with room for every newcomer, A grows to its guarantee.
+    expect(mayStart(state(4, { c: 1 }, { a: 40, b: 1, c: 1 }, weights), 'a')).toBe(true);
+    expect(mayStart(state(6, { a: 3, b: 1 }, { a: 40, b: 1, c: 1 }, weights), 'a')).toBe(true);
+    expect(mayStart(state(6, { a: 4, b: 1 }, { a: 40, b: 1, c: 1 }, weights), 'a')).toBe(false);
+  });
 });

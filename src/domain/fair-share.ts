@@ -10,9 +10,15 @@
  * batch. One at or above it may start another only when that still leaves enough free slots for
  * every other waiting organization to reach its own guarantee. So a lone organization uses the
  * whole fleet, and as soon as another one waits, the next free slot is kept for the newcomer
- * instead of going to the one that already holds more than its share. Every waiting organization
- * keeps a guarantee of at least 1, whatever the weights: a weight shifts slots between
- * organizations, never below one batch.
+ * instead of going to the one that already holds more than its share.
+ *
+ * Every waiting organization keeps a guarantee of at least 1, whatever the weights: a weight
+ * shifts slots between organizations, never below one batch. Those floors can make the
+ * guarantees add up to more than the slots (4 slots, weights 100, 1, 1: 3 + 1 + 1); then an
+ * organization below its guarantee that already runs a batch may start another only when that
+ * still leaves a free slot for every other waiting organization that runs none, so a newcomer's
+ * first batch still starts within one batch budget. With every weight 1 this never applies, and
+ * the rule is the unweighted one.
  */
 
 /** The weights an operator may set (organization_quota.fair_share_weight). */
@@ -49,12 +55,16 @@ export function mayStart(state: FleetShareState, organization: string): boolean 
     totalWeight += weightOf(other);
   }
   const mine = state.running.get(organization) ?? 0;
-  if (mine < guaranteedShare(state.slots, totalWeight, weightOf(organization))) {
-    return true;
-  }
   let busy = 0;
   for (const count of state.running.values()) {
     busy += count;
+  }
+  if (mine < guaranteedShare(state.slots, totalWeight, weightOf(organization))) {
+    return (
+      mine === 0 ||
+      !overcommitted(state, organization, totalWeight, weightOf) ||
+      busy + 1 + idleOthers(state, organization) <= state.slots
+    );
   }
   // Slots the other waiting organizations still need to reach their guarantee (no more than
   // their work can use).
@@ -66,4 +76,33 @@ export function mayStart(state: FleetShareState, organization: string): boolean 
     }
   }
   return busy + 1 + reserved <= state.slots;
+}
+
+/**
+ * Whether the competing organizations' guarantees add up to more than the slots: only with
+ * weights, when some guarantees are held up to 1 (with every weight 1 and no more organizations
+ * than slots they never do; with more, every guarantee is 1 and only a first batch is below it).
+ */
+function overcommitted(
+  state: FleetShareState,
+  organization: string,
+  totalWeight: number,
+  weightOf: (org: string) => number,
+): boolean {
+  let sum = state.waiting.has(organization) ? 0 : guaranteedShare(state.slots, totalWeight, weightOf(organization));
+  for (const other of state.waiting.keys()) {
+    sum += guaranteedShare(state.slots, totalWeight, weightOf(other));
+  }
+  return sum > state.slots;
+}
+
+/** Other waiting organizations that run no batch yet. */
+function idleOthers(state: FleetShareState, organization: string): number {
+  let idle = 0;
+  for (const other of state.waiting.keys()) {
+    if (other !== organization && (state.running.get(other) ?? 0) === 0) {
+      idle++;
+    }
+  }
+  return idle;
 }

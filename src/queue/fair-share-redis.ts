@@ -68,8 +68,31 @@ end
 local function share(of)
   return math.max(1, math.floor(slots * weights[of] / math.max(1, total)))
 end
-local ok = (running[org] or 0) < share(org)
-if not ok then
+local mine = running[org] or 0
+local ok
+if mine < share(org) then
+  ok = mine == 0
+  if not ok then
+    local sum = 0
+    if not listed then
+      sum = share(org)
+    end
+    for other, _ in pairs(waiting) do
+      sum = sum + share(other)
+    end
+    if sum <= slots then
+      ok = true
+    else
+      local idle = 0
+      for other, _ in pairs(waiting) do
+        if other ~= org and (running[other] or 0) == 0 then
+          idle = idle + 1
+        end
+      end
+      ok = busy + 1 + idle <= slots
+    end
+  end
+else
   local reserved = 0
   for other, lanes in pairs(waiting) do
     if other ~= org then

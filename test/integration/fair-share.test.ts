@@ -143,11 +143,13 @@ describe('the fleet-wide decision in Redis', () => {
       workers: fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 }),
       running: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 0, max: 4 })),
       waiting: fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 6 })),
-      // Weights from 1 to 100; unweighted states (every weight 1) are drawn as often.
+      // Weights from 1 to 100; unweighted states (every weight 1) are drawn as often, and skewed
+      // ones, whose floors of 1 make the guarantees add up to more than the slots.
       weights: fc.oneof(
         fc.constant({}),
         fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 100 })),
         fc.dictionary(fc.constantFrom(...ORGS), fc.integer({ min: 1, max: 4 })),
+        fc.dictionary(fc.constantFrom(...ORGS), fc.constantFrom(1, 100), { minKeys: 2 }),
       ),
       candidate: fc.constantFrom(...ORGS),
     });
