@@ -1,13 +1,17 @@
 /**
  * An organization's fair-share weight and key-limit overrides, as the operator sets and reads
  * them: the store's `keyLimitOverride` (the key's own row, else the every-key row, figure by
- * figure), `PUT`/`GET /admin/organizations/:name/limits`, `opspad orgs limits`, the operator
- * view; bad input is a 400 naming the field and changes nothing; read-only mode refuses; one
+ * figure), `PUT`/`GET /admin/organizations/:name/limits`, `opspad orgs limits` (direct and through
+ * the embedded database's control socket), the operator view; bad input is a 400 naming the field and changes nothing; read-only mode refuses; one
  * organization's overrides are never shown or applied to another.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { keyLimitOverride, organizationLimits } from '../../src/store/index.ts';
-import { type Harness, startHarness, type Tenant } from '../helpers/harness.ts';
+import { type KeyCommand, keyCommandViaLocalControl, listenLocalControl } from '../../src/cli/local-control.ts';
+import { createApiKey, keyLimitOverride, organizationLimits } from '../../src/store/index.ts';
+import { type Harness, openTestDatabase, startHarness, type Tenant } from '../helpers/harness.ts';
 import { killAllChildren, RUN_TIMEOUT_MS, runOpspad } from '../helpers/processes.ts';
 
 describe('organization limit overrides', () => {
@@ -320,5 +324,42 @@ describe('organization limit overrides', () => {
     }
     expect(await keyLimitRows(tenant)).toHaveLength(1);
     expect(await weightRow(tenant)).toBeNull();
+  });
+});
+
+describe('organization limit overrides through the control socket (the CLI beside a service on the embedded database)', () => {
+  it('sets and shows the weight and key-limit overrides in the process that holds the database', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'opspad-control-'));
+    const db = await openTestDatabase('pglite');
+    const control = await listenLocalControl(dataDir, db);
+    try {
+      const { organization_id } = await createApiKey(db, 'acme');
+      const command: KeyCommand = {
+        op: 'org_limits',
+        org: 'acme',
+        set: {
+          fair_share_weight: 2,
+          key_limits: [{ operation_type: 'send_sms', key: 'acct-1', rate: { max: 3, interval_ms: 1000 } }],
+        },
+        defaults: { maxStoredItems: 100, maxOpenOperations: 10 },
+      };
+      const shown = (await keyCommandViaLocalControl(dataDir, command))?.result;
+      expect(shown).toMatchObject({
+        fair_share_weight: 2,
+        key_limits: [
+          { operation_type: 'send_sms', key: 'acct-1', rate: { max: 3, interval_ms: 1000 }, concurrency: null },
+        ],
+      });
+      expect(await keyLimitOverride(db, organization_id, 'send_sms', 'acct-1')).toEqual({
+        rate: { max: 3, intervalMs: 1000 },
+      });
+      await expect(
+        keyCommandViaLocalControl(dataDir, { ...command, set: { fair_share_weight: 101 } } as unknown as KeyCommand),
+      ).rejects.toThrow(/refused/);
+    } finally {
+      await new Promise((resolve) => control.close(resolve));
+      await db.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
