@@ -30,7 +30,13 @@ import { selectReorganizer } from './reorganizer/select.ts';
 import { runShutdown, ShutdownTimeoutError } from './shutdown.ts';
 import { StartFailedError, startSequence } from './start-steps.ts';
 import type { ConversationScope, Queryable } from './store/index.ts';
-import { openConnectedDatabase, runMigrations, watchDatabase, webhookSigningSecrets } from './store/index.ts';
+import {
+  keyLimitOverride,
+  openConnectedDatabase,
+  runMigrations,
+  watchDatabase,
+  webhookSigningSecrets,
+} from './store/index.ts';
 import { startTracing } from './telemetry/tracing.ts';
 
 export type { ServiceConfig } from './api-server.ts';
@@ -300,6 +306,8 @@ export async function createOpspad(options: OpspadOptions): Promise<Opspad> {
           batchTimeoutMs: config.OPSPAD_BATCH_TIMEOUT,
           batchGraceMs: config.OPSPAD_BATCH_GRACE,
           laneSliceMs: config.OPSPAD_LANE_SLICE,
+          keyLimitOverride: (organizationId, operationType, key) =>
+            keyLimitOverride(db, organizationId, operationType, key),
         }),
       {
         close: (pool) => () => pool.close(0),

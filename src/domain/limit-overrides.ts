@@ -6,15 +6,16 @@
  */
 import { z } from 'zod';
 import { FAIR_SHARE_WEIGHT } from './fair-share.ts';
+import { LIMIT_KEY_MAX_LENGTH } from './key-limits.ts';
 import { nameLike } from './names.ts';
 
-/** Bounds of a key-limit override (the handler's own declared figures are bounded elsewhere). */
+/** Bounds of a key-limit override: those of a handler's own `limits` (handlers/registry.ts). */
 export const KEY_LIMIT_BOUNDS = {
   rateMax: { min: 1, max: 1_000_000 },
   intervalMs: { min: 1, max: 3_600_000 },
   concurrency: { min: 1, max: 100_000 },
-  /** A key longer than this is no key a handler computes from an operation. */
-  keyLength: 500,
+  /** A longer key is hashed by the workers (domain/key-limits.ts): no override could name it. */
+  keyLength: LIMIT_KEY_MAX_LENGTH,
   operationTypeLength: 100,
 } as const;
 

@@ -8,6 +8,7 @@
  * Table: organization_key_limit (PK organization, type, key). Every statement is scoped by the
  * organization; writes lock only the row they change.
  */
+import type { KeyLimits } from '../../domain/key-limits.ts';
 import type { KeyLimitChange } from '../../domain/limit-overrides.ts';
 import type { Queryable } from '../db/db.ts';
 
@@ -21,12 +22,6 @@ export interface OrganizationKeyLimit {
   key: string | null;
   rate: { max: number; interval_ms: number } | null;
   concurrency: number | null;
-}
-
-/** The override in force for one key: each figure absent keeps the handler's own. */
-export interface KeyLimitOverride {
-  rate?: { max: number; intervalMs: number };
-  concurrency?: number;
 }
 
 interface KeyLimitRow {
@@ -93,14 +88,15 @@ export async function setKeyLimit(tx: Queryable, organizationId: string, change:
  * The override in force for `limitKey` of the organization's operations of a type: the key's own
  * row, else the every-key row, merged figure by figure (a figure the key's row leaves null falls
  * through to the every-key row's, then to the handler's own — the caller's). Undefined when
- * neither row sets anything. One index lookup of at most two rows.
+ * neither row sets anything: the figures domain/key-limits.ts's `withOverride` lays over the
+ * handler's. One index lookup of at most two rows.
  */
 export async function keyLimitOverride(
   db: Queryable,
   organizationId: string,
   operationType: string,
   limitKey: string,
-): Promise<KeyLimitOverride | undefined> {
+): Promise<KeyLimits | undefined> {
   const rows = await db.query<KeyLimitRow>(
     `SELECT operation_type, limit_key, rate_max, rate_interval_ms, concurrency
      FROM organization_key_limit
@@ -108,7 +104,7 @@ export async function keyLimitOverride(
      ORDER BY limit_key = '' ASC`,
     [organizationId, operationType, limitKey],
   );
-  const override: KeyLimitOverride = {};
+  const override: KeyLimits = {};
   // The key's own row first: a figure it sets wins over the every-key row's.
   for (const row of rows) {
     if (override.rate === undefined && row.rate_max !== null && row.rate_interval_ms !== null) {
