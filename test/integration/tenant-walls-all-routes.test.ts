@@ -25,6 +25,7 @@ import type { Database } from '../../src/store/db/db.ts';
 import {
   exchangeOAuthCode,
   grantOAuthClient,
+  noteThrottled,
   openMcpSession,
   registerOAuthClient,
   revokeApiKey,
@@ -700,10 +701,18 @@ async function seed(db: Database, orgA: Tenant, orgB: Tenant): Promise<World> {
   await grantOAuthClient(db, grant);
   const spent = await grantOAuthClient(db, grant);
   await exchangeOAuthCode(db, { clientId, code: spent.code }, { accessMs: 3_600_000, refreshMs: 3_600_000 });
-  // A's own provider limit for a key B's operations could compute too.
+  // A's own provider limit for a key B's operations could compute too, and A's active operation
+  // throttled at it.
   await db.transaction((tx) =>
     setKeyLimit(tx, orgA.organizationId, { operation_type: 'send_sms', key: `victim-key-${marker}`, concurrency: 1 }),
   );
+  await noteThrottled(db, {
+    operationId: active,
+    key: `victim-key-${marker}`,
+    limitedBy: 'concurrency',
+    limits: { concurrency: 1 },
+    untilMs: Date.now() + 3_600_000,
+  });
 
   const conversationB = randomUUID();
   const own = await orgB.op(conversationB, {
