@@ -9,7 +9,7 @@ import { FAIR_SHARE_WEIGHT } from './fair-share.ts';
 import { LIMIT_KEY_MAX_LENGTH } from './key-limits.ts';
 import { nameLike } from './names.ts';
 
-/** Bounds of a key-limit override: those of a handler's own `limits` (handlers/registry.ts). */
+/** Bounds of a handler's own `limits` (handlers/registry.ts) and of an organization's override. */
 export const KEY_LIMIT_BOUNDS = {
   rateMax: { min: 1, max: 1_000_000 },
   intervalMs: { min: 1, max: 3_600_000 },

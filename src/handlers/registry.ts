@@ -5,6 +5,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
+import { KEY_LIMIT_BOUNDS } from '../domain/limit-overrides.ts';
 import { validationError } from '../domain/validation.ts';
 import { type Handler, isBatchHandler } from './types.ts';
 
@@ -35,11 +36,16 @@ const HandlerSettingsSchema = z.object({
         .optional(),
       rate: z
         .object({
-          max: z.number().int().min(1).max(1_000_000),
-          durationMs: z.number().int().min(1).max(3_600_000),
+          max: z.number().int().min(KEY_LIMIT_BOUNDS.rateMax.min).max(KEY_LIMIT_BOUNDS.rateMax.max),
+          durationMs: z.number().int().min(KEY_LIMIT_BOUNDS.intervalMs.min).max(KEY_LIMIT_BOUNDS.intervalMs.max),
         })
         .optional(),
-      concurrency: z.number().int().min(1).max(100_000).optional(),
+      concurrency: z
+        .number()
+        .int()
+        .min(KEY_LIMIT_BOUNDS.concurrency.min)
+        .max(KEY_LIMIT_BOUNDS.concurrency.max)
+        .optional(),
     })
     .refine(
       (limits) => limits.rate !== undefined || limits.concurrency !== undefined,

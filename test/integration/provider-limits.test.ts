@@ -4,9 +4,12 @@
  * of a fleet do; the handlers' counters are shared, so they see the fleet):
  * - a rate per organization: two organizations on one handler limited to 20 items/s each get
  *   their own 20/s, measured from the ledger (each item's recorded time, `updated_at`);
+ * - a rate per key with an organization's override: its account with an override of 60/s gets
+ *   60, another of its accounts keeps the handler's 20, at the same time;
  * - a concurrency per key: the handler's own counter of items in flight for the key never
  *   passes 3, while the fleet's slots would allow far more;
- * - the throttled state reaches `get` and the context fragment.
+ * - the throttled state reaches `get` and the context fragment, and a throttled operation is not
+ *   counted as waiting for the fair share's slots.
  *
  * The measured rate is the steady one: the items after the bucket's first burst (`max`), over
  * the time from the first recorded item to the last. Tolerance: within −25 % / +20 % of the
@@ -15,6 +18,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ItemHandler } from '../../src/handlers/types.ts';
+import { listWaitingOrganizations, setKeyLimit } from '../../src/store/index.ts';
 import { QUIET } from '../helpers/fair-share.ts';
 import { type Harness, harnessPrefix, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
 import { eventually, finished, waitForProgress } from '../helpers/wait.ts';
@@ -107,6 +111,39 @@ describe.each(QUEUE_BACKENDS)('provider limits per key (%s queue)', (queue) => {
     }
   });
 
+  it("gives an account its organization's override, and another account the handler's rate", async () => {
+    const tenant = await harness.newTenant();
+    await setKeyLimit(harness.db, tenant.organizationId, {
+      operation_type: 'limited_sms',
+      key: 'account-big',
+      rate: { max: 3 * RATE, interval_ms: 1000 },
+    });
+    const [big, small] = await Promise.all([
+      create(tenant, {
+        operation_type: 'limited_sms',
+        item_ids: ids(180),
+        batch_size: 5,
+        query_params: { account: 'big' },
+      }),
+      create(tenant, {
+        operation_type: 'limited_sms',
+        item_ids: ids(60),
+        batch_size: 5,
+        query_params: { account: 'small' },
+      }),
+    ]);
+    for (const operationId of [big, small]) {
+      const end = await waitForProgress(harness.url, tenant, operationId as string, finished);
+      expect(end.status).toBe('completed');
+    }
+    const bigRate = await steadyRate(harness, big, 3 * RATE);
+    expect(bigRate).toBeGreaterThan(3 * RATE * 0.75);
+    expect(bigRate).toBeLessThan(3 * RATE * 1.2);
+    const smallRate = await steadyRate(harness, small, RATE);
+    expect(smallRate).toBeGreaterThan(RATE * 0.75);
+    expect(smallRate).toBeLessThan(RATE * 1.2);
+  });
+
   it('never lets more than a key’s concurrency be in flight', async () => {
     const tenant = await harness.newTenant();
     const operationId = await create(tenant, {
@@ -142,6 +179,14 @@ describe.each(QUEUE_BACKENDS)('provider limits per key (%s queue)', (queue) => {
     });
     expect(throttled.throttled).toMatchObject({ limited_by: 'rate', rate: { max: RATE, interval_ms: 1000 } });
     expect(String(throttled.next)).toMatch(/20 items per second/);
+    // Its organization has no other work: it does not hold a slot back in the fair share.
+    const view = await listWaitingOrganizations(harness.db, {
+      operationType: 'limited_sms',
+      queuePrefix: harness.prefix,
+      batchSize: 5,
+    });
+    expect(view.weights.has(tenant.organizationId)).toBe(true);
+    expect(view.waiting.map(([organization]) => organization)).not.toContain(tenant.organizationId);
     const context = await tenant.context(conversation);
     expect(context.body.text).toMatch(/throttled/i);
     expect(context.body.text).toMatch(/20 items per second/);

@@ -38,6 +38,8 @@ export interface WaitingOrganizations {
  * yet handed out (the cursor before the end) can use — per operation `min(max_parallel_batches,
  * batches left)`, as the dispatcher starts them — and its fair-share weight
  * (organization_quota.fair_share_weight; unset: 1; held to 1..100 whatever the row says).
+ * An operation whose work waits on its handler's provider limit (operation_throttle, in force)
+ * is not waiting for slots: a slot kept for it would stay idle (docs/provider-limits.md).
  * Crosses organizations on purpose — it is the fleet's view, returns ids and figures only, and
  * no tenant ever sees it. Reads the partial index of active operations, and one quota row per
  * organization.
@@ -48,7 +50,9 @@ export async function listWaitingOrganizations(db: Queryable, query: WaitingWork
             coalesce(sum(least(coalesce((o.state_json->>'max_parallel_batches')::int, $4::int),
                                ceil((o.total_items - (o.state_json->>'cursor')::int)::numeric
                                     / greatest(1, coalesce($3::int, (o.state_json->>'batch_size')::int)))))
-                     FILTER (WHERE (o.state_json->>'cursor')::int < o.total_items), 0)::int AS lanes,
+                     FILTER (WHERE (o.state_json->>'cursor')::int < o.total_items
+                               AND NOT EXISTS (SELECT 1 FROM operation_throttle t
+                                               WHERE t.operation_id = o.id AND t.until > now())), 0)::int AS lanes,
             least($7::int, greatest($6::int, coalesce(max(q.fair_share_weight), $5::int)))::int AS weight
      FROM assistant_operation o
      LEFT JOIN organization_quota q ON q.organization_id = o.organization_id
