@@ -9,7 +9,7 @@
  * same from a shell. A POST must be `application/json` (a forged cross-site form cannot send it
  * without a CORS preflight nobody answers); read-only mode refuses creating one.
  */
-import express, { type Request, Router } from 'express';
+import express, { type RequestHandler, Router } from 'express';
 import { z } from 'zod';
 import {
   BULK_ACTION_STATUS,
@@ -116,13 +116,27 @@ export function applicableOf(name: BulkActionName, byStatus: BulkPreview['by_sta
     .reduce((sum, [, n]) => sum + (n ?? 0), 0);
 }
 
-function requireJson(req: Request): void {
+/** Refuses a body that is not `application/json`, before reading it. */
+const requireJson: RequestHandler = (req, _res, next) => {
   if (!req.is('application/json')) {
     throw new AppError('validation_failed', 'Invalid input: Content-Type: send the bulk action as application/json.', {
       issues: [{ field: 'Content-Type', message: 'must be application/json' }],
       total_issues: 1,
     });
   }
+  next();
+};
+
+/** Refuses any change in read-only mode. */
+function refuseReadOnly(readOnly: boolean): RequestHandler {
+  return (_req, _res, next) => {
+    if (readOnly) {
+      throw new AppError('forbidden', 'The operator surfaces are read-only (OPSPAD_ADMIN_READONLY=true).', {
+        read_only: true,
+      });
+    }
+    next();
+  };
 }
 
 export function bulkActionJson(record: NonNullable<Awaited<ReturnType<typeof getBulkAction>>>) {
@@ -151,8 +165,7 @@ export function adminBulkActionsRouter(deps: AdminBulkActionsDeps): Router {
     res.json({ bulk_actions: (await listBulkActions(deps.db, limit)).map(bulkActionJson) });
   });
 
-  router.post('/preview', json, async (req, res) => {
-    requireJson(req);
+  router.post('/preview', requireJson, json, async (req, res) => {
     const body = parseOrThrow(PreviewBody, req.body ?? {}, 'body');
     const preview = await previewBulkAction(deps.db, body.filter);
     res.json({
@@ -164,13 +177,7 @@ export function adminBulkActionsRouter(deps: AdminBulkActionsDeps): Router {
     });
   });
 
-  router.post('/', json, async (req, res) => {
-    if (deps.readOnly) {
-      throw new AppError('forbidden', 'The operator surfaces are read-only (OPSPAD_ADMIN_READONLY=true).', {
-        read_only: true,
-      });
-    }
-    requireJson(req);
+  router.post('/', refuseReadOnly(deps.readOnly), requireJson, json, async (req, res) => {
     const body = parseOrThrow(CreateBody, req.body ?? {}, 'body');
     const record = await createBulkAction(deps.db, {
       action: body.action,
