@@ -14,17 +14,32 @@ import { AppError } from '../domain/errors.ts';
 import type { Logger } from '../logger.ts';
 import {
   type ClaimedTarget,
-  claimBulkTarget,
+  claimBulkTargets,
   type Database,
   finishBulkActionIfDone,
   finishBulkTarget,
+  getBulkAction,
+  releaseBulkClaims,
   releaseStaleBulkTargets,
   runningBulkActions,
+  targetOperation,
 } from '../store/index.ts';
 import { OPERATION_TOOL_NAME } from './operation-tool.ts';
 import type { ToolRegistry } from './registry.ts';
 
 export const BULK_SWEEP_MS = 30_000;
+/**
+ * Targets of one action applied at once (a pause is a few statements, mostly waiting on the
+ * database). Pausing 2,000 operations took 14.0 s one at a time and 7.0 s four at a time;
+ * 10,000 took 32.9 s (3.3 ms each), on a loaded 2-core machine.
+ */
+export const BULK_LANES = 4;
+/**
+ * Targets a lane claims at once: a few for pause and resume (a few statements each), one for
+ * cancel and retry_failed, whose work grows with the operation's items, so that no claim waits
+ * long behind another (a claim a minute old is another server's to settle).
+ */
+const CLAIM_BATCH: Record<BulkActionName, number> = { pause: 25, resume: 25, cancel: 1, retry_failed: 1 };
 
 export interface BulkActionRunner {
   /** Runs the action's pending targets in the background (nothing if this server already is). */
@@ -39,19 +54,23 @@ export interface BulkActionRunner {
 
 type Outcome = { state: 'applied' | 'skipped'; detail: string | null };
 
-async function applyTarget(tools: ToolRegistry, id: string, target: ClaimedTarget): Promise<Outcome> {
-  if (!target.conversation_id || !target.status) {
+async function applyTarget(db: Database, tools: ToolRegistry, id: string, target: ClaimedTarget): Promise<Outcome> {
+  const action = BULK_ACTIONS.find((known) => known === target.action);
+  if (!action) {
+    return { state: 'skipped', detail: `"${target.action}" is not an action this server knows` };
+  }
+  const op = await targetOperation(db, target);
+  if (!op) {
     return { state: 'skipped', detail: 'the operation no longer exists' };
   }
-  const action: BulkActionName = BULK_ACTIONS.includes(target.action) ? target.action : 'pause';
-  const skip = skipBeforeApplying(action, target.status);
+  const skip = skipBeforeApplying(action, op.status);
   if (skip) {
     return { state: 'skipped', detail: skip };
   }
-  if (action === 'resume' && target.conversation_active_id) {
+  if (action === 'resume' && op.other_active_id) {
     return {
       state: 'skipped',
-      detail: `operation ${target.conversation_active_id} is active in its conversation, and resuming this one would pause it; resume it on its own if that is meant`,
+      detail: `operation ${op.other_active_id} is active in its conversation, and resuming this one would pause it; resume it on its own if that is meant`,
     };
   }
   try {
@@ -59,7 +78,7 @@ async function applyTarget(tools: ToolRegistry, id: string, target: ClaimedTarge
       OPERATION_TOOL_NAME,
       { action, operation_id: target.operation_id },
       {
-        scope: { organizationId: target.organization_id, conversationId: target.conversation_id },
+        scope: { organizationId: target.organization_id, conversationId: op.conversation_id },
         actor: target.actor,
         eventData: { bulk_action_id: id },
       },
@@ -85,15 +104,46 @@ export function bulkActionRunner(deps: {
   const runs = new Map<string, Promise<void>>();
   let stopped = false;
 
-  async function runAll(id: string): Promise<void> {
+  /** Claims and applies targets until none is left; each lane reads on from its own last one. */
+  async function lane(id: string, action: BulkActionName): Promise<void> {
+    let last: string | null = null;
     while (!stopped) {
-      const target = await claimBulkTarget(db, id);
-      if (!target) {
-        break;
+      const claimed = await claimBulkTargets(db, id, last, CLAIM_BATCH[action] ?? 1);
+      if (claimed.length === 0) {
+        return;
       }
-      const outcome = await applyTarget(tools, id, target);
-      await finishBulkTarget(db, id, target.operation_id, outcome);
+      last = claimed.at(-1)?.operation_id ?? last;
+      // The first claim not taken up yet: on a stop, it and those after it go back to pending; a
+      // claim whose apply failed stays claimed, for a sweep to settle from its audit trail.
+      let next = 0;
+      try {
+        for (const target of claimed) {
+          if (stopped) {
+            break;
+          }
+          next += 1;
+          const outcome = await applyTarget(db, tools, id, target);
+          await finishBulkTarget(db, id, target.operation_id, outcome);
+        }
+      } finally {
+        await releaseBulkClaims(
+          db,
+          id,
+          claimed.slice(next).map((t) => t.operation_id),
+        ).catch(() => {});
+      }
     }
+  }
+
+  async function runAll(id: string): Promise<void> {
+    const record = await getBulkAction(db, id);
+    if (record?.status !== 'running') {
+      return;
+    }
+    // A resume looks at its conversation's active operation just before it applies: one at a
+    // time, so that each sees the resumes before it.
+    const lanes = record.action === 'resume' ? 1 : BULK_LANES;
+    await Promise.all(Array.from({ length: lanes }, () => lane(id, record.action)));
     if (!stopped && (await finishBulkActionIfDone(db, id))) {
       logger.info({ bulk_action_id: id }, 'bulk action done');
     }

@@ -22,6 +22,7 @@ import { AppError } from '../../domain/errors.ts';
 import { OPERATION_STATUS, type OperationStatus } from '../../domain/operation.ts';
 import { parseOrThrow } from '../../domain/validation.ts';
 import {
+  type BulkActionRecord,
   type BulkPreview,
   bulkActionTargets,
   createBulkAction,
@@ -139,7 +140,7 @@ function refuseReadOnly(readOnly: boolean): RequestHandler {
   };
 }
 
-export function bulkActionJson(record: NonNullable<Awaited<ReturnType<typeof getBulkAction>>>) {
+export function bulkActionJson(record: BulkActionRecord) {
   return {
     ...record,
     created_at: record.created_at.toISOString(),

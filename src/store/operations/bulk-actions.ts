@@ -7,12 +7,14 @@
  * two servers running the same action never take the same operation. The tool call that follows
  * commits its change and its audit event (whose data names the bulk action) in its own
  * transaction; a claim left `applying` by a server that stopped is settled by that event: there,
- * applied; absent, pending again ({@link releaseStaleBulkTargets}). So each operation is changed
- * at most once by an action. While applying, the target's detail holds the claim's time.
+ * applied; absent, pending again ({@link releaseStaleBulkTargets}), unless a transaction holds the
+ * operation's row (a long cancel or retry still running). So each operation is changed at most
+ * once by an action. While applying, the target's detail holds the claim's time.
  *
  * Costs: the preview and the creation scan the matching operations once (the operator view's
  * filter, operator-view-repo.ts); a claim and an outcome are O(1) statements on the targets'
- * primary key (bulk_action_id, operation_id).
+ * primary key (bulk_action_id, operation_id). The sweep reads the running actions (a scan of
+ * operator_bulk_action, one row per action) and their targets by that key.
  */
 import { randomUUID } from 'node:crypto';
 import type { BulkActionName, BulkActionStatus, BulkFilter, BulkTargetState } from '../../domain/bulk-action.ts';
@@ -187,41 +189,75 @@ export async function bulkActionTargets(
   );
 }
 
-/** A target a runner claimed, with what applying it needs. */
+/** A target a runner claimed. */
 export interface ClaimedTarget {
   action: BulkActionName;
   actor: string;
   operation_id: string;
   organization_id: string;
-  /** Null when the operation is gone (retention deleted it). */
-  conversation_id: string | null;
-  status: OperationStatus | null;
-  /** Another operation active in its conversation (a resume would pause it). */
-  conversation_active_id: string | null;
 }
 
-/** Claims one pending target of a running action (pending → applying), or null when none is left. */
-export async function claimBulkTarget(db: Queryable, id: string): Promise<ClaimedTarget | null> {
-  const [row] = await db.query<ClaimedTarget>(
-    `/* bulk action: claim a target */
+/**
+ * Claims up to `limit` pending targets of a running action (pending → applying), the first by
+ * operation id after `afterId` (the runner's last), in that order; none when none is left. A
+ * claim reads the action's targets from `afterId` on in the primary key, so claiming a few at a
+ * time keeps running an action far from O(targets²) whatever plan the statement gets.
+ */
+export async function claimBulkTargets(
+  db: Queryable,
+  id: string,
+  afterId: string | null,
+  limit: number,
+): Promise<ClaimedTarget[]> {
+  return db.query<ClaimedTarget>(
+    `/* bulk action: claim targets */
      WITH next AS (
        SELECT t.bulk_action_id, t.operation_id FROM operator_bulk_action_target t
-       JOIN operator_bulk_action a ON a.id = t.bulk_action_id AND a.status = 'running'
-       WHERE t.bulk_action_id = $1 AND t.state = 'pending'
-       ORDER BY t.operation_id LIMIT 1
+       WHERE t.bulk_action_id = $1 AND t.operation_id > $2::uuid AND t.state = 'pending'
+         AND EXISTS (SELECT 1 FROM operator_bulk_action a WHERE a.id = $1 AND a.status = 'running')
+       ORDER BY t.operation_id LIMIT $3
        FOR UPDATE OF t SKIP LOCKED),
      claimed AS (
        UPDATE operator_bulk_action_target t SET state = 'applying', detail = now()::text
        FROM next WHERE t.bulk_action_id = next.bulk_action_id AND t.operation_id = next.operation_id
        RETURNING t.operation_id, t.organization_id)
-     SELECT a.action, a.actor, c.operation_id, c.organization_id, o.conversation_id, o.status,
+     SELECT a.action, a.actor, c.operation_id, c.organization_id
+     FROM claimed c JOIN operator_bulk_action a ON a.id = $1
+     ORDER BY c.operation_id`,
+    // The nil UUID sorts first: a range of the primary key either way.
+    [id, afterId ?? '00000000-0000-0000-0000-000000000000', limit],
+  );
+}
+
+/** Puts claimed targets a stopping runner did not apply back to pending. */
+export async function releaseBulkClaims(db: Queryable, id: string, operationIds: readonly string[]): Promise<void> {
+  if (operationIds.length === 0) {
+    return;
+  }
+  await db.query(
+    `UPDATE operator_bulk_action_target SET state = 'pending', detail = NULL
+     WHERE bulk_action_id = $1 AND operation_id = ANY($2::uuid[]) AND state = 'applying'`,
+    [id, operationIds],
+  );
+}
+
+/** A target's operation as it is now, just before it is applied. */
+export interface TargetOperation {
+  conversation_id: string;
+  status: OperationStatus;
+  /** Another operation active in its conversation (one a resume would pause). */
+  other_active_id: string | null;
+}
+
+/** The target's operation now (null when it is gone): its primary key and the one-active index. */
+export async function targetOperation(db: Queryable, target: ClaimedTarget): Promise<TargetOperation | null> {
+  const [row] = await db.query<TargetOperation>(
+    `SELECT o.conversation_id, o.status,
        (SELECT x.id FROM assistant_operation x
         WHERE x.conversation_id = o.conversation_id AND x.organization_id = o.organization_id
-          AND x.status = 'active' AND x.id <> o.id) AS conversation_active_id
-     FROM claimed c
-     JOIN operator_bulk_action a ON a.id = $1
-     LEFT JOIN assistant_operation o ON o.id = c.operation_id AND o.organization_id = c.organization_id`,
-    [id],
+          AND x.status = 'active' AND x.id <> o.id) AS other_active_id
+     FROM assistant_operation o WHERE o.id = $1 AND o.organization_id = $2`,
+    [target.operation_id, target.organization_id],
   );
   return row ?? null;
 }
@@ -281,10 +317,14 @@ export async function releaseStaleBulkTargets(db: Database, staleSeconds = STALE
          SELECT t.bulk_action_id, t.operation_id,
            EXISTS (SELECT 1 FROM operation_event e
                    WHERE e.operation_id = t.operation_id AND e.data->>'bulk_action_id' = t.bulk_action_id::text) AS applied
-         FROM operator_bulk_action_target t
-         JOIN operator_bulk_action a ON a.id = t.bulk_action_id AND a.status = 'running'
-         WHERE t.state = 'applying'
+         FROM operator_bulk_action a
+         JOIN operator_bulk_action_target t ON t.bulk_action_id = a.id
+         WHERE a.status = 'running' AND t.state = 'applying'
            AND CASE WHEN t.state = 'applying' THEN t.detail::timestamptz END < now() - make_interval(secs => $1)
+           -- Not while a transaction changes the operation (a long cancel or retry of a live server).
+           AND NOT (EXISTS (SELECT 1 FROM assistant_operation o WHERE o.id = t.operation_id)
+                    AND NOT EXISTS (SELECT 1 FROM assistant_operation o WHERE o.id = t.operation_id
+                                    FOR UPDATE SKIP LOCKED))
          FOR UPDATE OF t SKIP LOCKED)
        UPDATE operator_bulk_action_target t
        SET state = CASE WHEN s.applied THEN 'applied' ELSE 'pending' END,
