@@ -1,7 +1,8 @@
 /**
  * Operator bulk actions, on both queue backends: two organizations with background operations
  * of two types, held in flight by a gated handler. A bulk pause by organization and type pauses
- * exactly those (checked at the database), not one created after it; its record and each
+ * exactly those (checked at the database; the workers are signalled for those batches only),
+ * not one created after it; its record and each
  * operation's audit trail say who, the filter and how many. The operator view's confirmation
  * resumes them and the workers then complete everything; `opspad ops pause --yes` does the same
  * against the running server. Refusals (a bad filter, a filter over OPSPAD_MAX_BULK_OPERATIONS,
@@ -53,11 +54,17 @@ describe.each(QUEUE_BACKENDS)('bulk actions (%s queue)', (queue) => {
   const gate = new Promise<void>((resolve) => {
     open = resolve;
   });
+  /** Operations whose batches the handler runs, and those whose batch was told to stop. */
+  const running = new Set<string>();
+  const signalled = new Set<string>();
   const gated = (type: string) =>
     defineHandler({
       type,
       batchSize: 2,
-      async handle(itemId) {
+      concurrency: 16,
+      async handle(itemId, ctx) {
+        running.add(ctx.operationId);
+        ctx.signal.addEventListener('abort', () => signalled.add(ctx.operationId), { once: true });
         await gate;
         return { done: itemId };
       },
@@ -113,6 +120,10 @@ describe.each(QUEUE_BACKENDS)('bulk actions (%s queue)', (queue) => {
         ops.set(`${letter}/${type}`, [await create(tenant, type), await create(tenant, type)]);
       }
     }
+    // Every operation has a batch in flight, held by the gate.
+    await eventually(async () => (allOps().every((op) => running.has(op)) ? true : undefined), {
+      what: 'a batch of every operation in flight',
+    });
   });
 
   afterAll(async () => {
@@ -136,6 +147,11 @@ describe.each(QUEUE_BACKENDS)('bulk actions (%s queue)', (queue) => {
     const done = await finishedAction(id);
     expect(done).toMatchObject({ matched: 2, applied: 2, skipped: 0, pending: 0, skipped_operations: [] });
     const paused = [...(ops.get('A/bulk_a') as string[])];
+    // The workers were told to stop those batches (the queue backend's control channel), no other.
+    await eventually(async () => (paused.every((op) => signalled.has(op)) ? true : undefined), {
+      what: 'the pause signal to the workers',
+    });
+    expect([...signalled].sort()).toEqual([...paused].sort());
     expect(await statuses(paused)).toEqual(['paused', 'paused']);
     const others = allOps().filter((op) => !paused.includes(op));
     expect(await statuses([...others, late])).toEqual(Array(others.length + 1).fill('active'));
