@@ -121,14 +121,19 @@ export async function createBulkAction(db: Database, input: NewBulkAction): Prom
        SELECT count(*)::int AS n FROM t`,
       [id, input.maxOperations, ...m.params],
     );
-    const matched = inserted?.n ?? 0;
+    let matched = inserted?.n ?? 0;
     if (matched > input.maxOperations) {
+      // Refused (the transaction rolls back): the whole count, for the message.
+      const all = matching(input.filter, 1);
+      const [counted] = await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${all.sql}`, all.params);
+      matched = counted?.n ?? matched;
       throw new AppError(
         'validation_failed',
-        `Invalid input: filter: matches more than ${input.maxOperations} operations, the most one bulk action takes (OPSPAD_MAX_BULK_OPERATIONS). Narrow the filter (an organization, a type, a status, created_before/created_after) and run it in parts.`,
+        `Invalid input: filter: matches ${matched} operations, more than the ${input.maxOperations} one bulk action takes (OPSPAD_MAX_BULK_OPERATIONS). Narrow the filter (an organization, a type, a status, created_before/created_after) and run it in parts.`,
         {
-          issues: [{ field: 'filter', message: `matches more than ${input.maxOperations} operations` }],
+          issues: [{ field: 'filter', message: `matches ${matched} operations, more than ${input.maxOperations}` }],
           total_issues: 1,
+          matched,
           max_operations: input.maxOperations,
         },
       );
