@@ -98,6 +98,12 @@ export async function opsBulk(command: BulkCommand, options: OpsBulkOptions): Pr
   const { action } = BULK_COMMANDS[command];
   const call = adminClient(command, options);
   const filter = filterOf(options);
+  if (Object.values(filter).every((value) => value === undefined)) {
+    throw new UsageError(
+      'no filter was given',
+      `Name the operations: at least one of --org, --type, --status, --created-before, --created-after`,
+    );
+  }
   const say = (line: string) => (options.json ? process.stderr : process.stdout).write(`${line}\n`);
 
   const preview = await call<Preview>('/preview', { action, filter });

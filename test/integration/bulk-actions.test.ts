@@ -222,6 +222,10 @@ describe.each(QUEUE_BACKENDS)('bulk actions (%s queue)', (queue) => {
     expect(unconfirmed.stderr).toContain('--yes');
     expect(await statuses(ops.get('B/bulk_b') as string[])).toEqual(['active', 'active']);
 
+    const unfiltered = await runOpspad(['ops', 'cancel', '--yes'], env);
+    expect(unfiltered.code).toBe(2);
+    expect(unfiltered.stderr).toContain('opspad ops cancel: no filter was given.');
+
     const run = await runOpspad([...args, '--yes', '--json'], env);
     expect(run.code, run.stderr).toBe(0);
     const done = JSON.parse(run.stdout) as Json;
