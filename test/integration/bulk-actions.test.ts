@@ -268,6 +268,8 @@ describe.each(QUEUE_BACKENDS)('bulk actions (%s queue)', (queue) => {
     ]);
     const progress = await fetch(`${harness.url}/admin/operations/bulk/${id}`, { headers: auth });
     expect(await progress.text()).toContain('it is already active');
+    const listed = await fetch(`${harness.url}/admin/operations/bulk`, { headers: auth });
+    expect(await listed.text()).toContain(`href="/admin/operations/bulk/${id}">resume</a>`);
 
     const resumedB = await admin('/admin/bulk-actions', { action: 'resume', filter: { org: orgB, status: 'paused' } });
     expect((await finishedAction(resumedB.body.id as string)).applied).toBe(2);

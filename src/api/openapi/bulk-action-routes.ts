@@ -79,11 +79,12 @@ export const BULK_ACTION_ROUTES: RouteSpec[] = [
     method: 'get',
     path: '/admin/operations/bulk',
     operationId: 'operator_bulk_confirm_page',
-    summary: 'Operator view: asks before acting on every operation the list’s filter matches',
+    summary:
+      'Operator view: asks before acting on every operation the list’s filter matches (without `action`: the newest bulk actions)',
     tag: 'Operator',
     auth: 'operator',
     query: BulkPageQuery,
-    responses: { 200: html('The confirmation page: the count now, by status, and the filter.') },
+    responses: { 200: html('The confirmation page (the count now, by status, and the filter), or the list.') },
     errors: ['unauthorized', 'validation_failed'],
   },
   {

@@ -90,6 +90,24 @@ export function confirmBulkPage(
   );
 }
 
+/** The newest bulk actions, each with who, what, the filter and how far it got. */
+export function bulkListPage(records: readonly BulkActionRecord[]): string {
+  const rows = records
+    .map((r) => {
+      const filter = Object.entries(filterParams(r.filter))
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => `${escapeHtml(k)}=${text(v, 80)}`)
+        .join(' ');
+      return `<tr><td><a href="${BULK_PAGE_PATH}/${escapeHtml(r.id)}">${escapeHtml(r.action)}</a></td><td class="status">${escapeHtml(r.status)}</td><td>${text(r.actor)}</td><td>${filter}</td><td class="nowrap">${count(r.applied)} applied, ${count(r.skipped)} skipped of ${count(r.matched)}</td><td>${time(r.created_at)}</td></tr>`;
+    })
+    .join('');
+  return page(
+    'opspad · bulk actions',
+    `<h1>Bulk actions</h1><p class="muted">Filter the operations, then use a "… all N matching" button to start one.</p>
+${rows ? `<table><tr><th>Action</th><th>Status</th><th>By</th><th>Filter</th><th>Progress</th><th>Created</th></tr>${rows}</table>` : '<p>No bulk action yet.</p>'}`,
+  );
+}
+
 /** A bulk action's record and progress; its skipped operations with why. */
 export function bulkProgressPage(record: BulkActionRecord, skipped: readonly BulkTargetOutcome[]): string {
   const words = BULK_WORDS[record.action] ?? BULK_WORDS.pause;

@@ -1,16 +1,16 @@
 /**
- * The operator view's bulk actions, under `/admin/operations/bulk`: the confirmation page a
- * list's "Pause all N matching…" button opens, its POST (from this page's own origin only, and
- * only with the count the page showed), and the action's progress page. The action itself is the
+ * The operator view's bulk actions, under `/admin/operations/bulk`: the newest ones, the
+ * confirmation page a list's "Pause all N matching…" button opens, its POST (from this page's own
+ * origin only, and only with the count the page showed), and the action's progress page. The action itself is the
  * admin API's (admin-bulk-actions.ts): same record, same runner, same audit.
  */
 import { Router } from 'express';
 import { z } from 'zod';
 import { BULK_ACTIONS, BulkFilter } from '../../domain/bulk-action.ts';
 import { parseOrThrow } from '../../domain/validation.ts';
-import { bulkActionTargets, createBulkAction, previewBulkAction } from '../../store/index.ts';
+import { bulkActionTargets, createBulkAction, listBulkActions, previewBulkAction } from '../../store/index.ts';
 import { assertOperatorMayChange } from '../operator-guard.ts';
-import { BULK_PAGE_PATH, bulkProgressPage, confirmBulkPage } from '../operator-view/bulk-pages.ts';
+import { BULK_PAGE_PATH, bulkListPage, bulkProgressPage, confirmBulkPage } from '../operator-view/bulk-pages.ts';
 import { OPERATIONS_PAGE_PATH } from '../operator-view/html.ts';
 import {
   type AdminBulkActionsDeps,
@@ -23,9 +23,14 @@ import {
 const blankIsAbsent = (value: unknown) => (value === '' ? undefined : value);
 const field = z.preprocess(blankIsAbsent, z.string().optional());
 
-/** The confirmation page's query: the action and the list's filter (empty fields are absent). */
+const action = z.enum(BULK_ACTIONS, { error: `must be one of ${BULK_ACTIONS.join(', ')}` });
+
+/**
+ * The confirmation page's query: the action and the list's filter (empty fields are absent);
+ * without an action, the page lists the newest bulk actions.
+ */
 export const BulkPageQuery = z.object({
-  action: z.enum(BULK_ACTIONS, { error: `must be one of ${BULK_ACTIONS.join(', ')}` }),
+  action: action.optional(),
   org: field,
   type: field,
   status: field,
@@ -36,13 +41,17 @@ export const BulkPageQuery = z.object({
 
 /** What the confirmation page posts. */
 export const BulkPageForm = BulkPageQuery.extend({
+  action,
   expected_matched: z.coerce.number({ error: 'must be the count the page showed' }).int().min(0),
   confirm: z.literal('yes', { error: 'must be "yes", as the confirmation page posts' }),
 });
 
+/** Bulk actions the list page shows. */
+const BULK_LIST_SIZE = 50;
+
 const FILTER_FIELDS = ['org', 'type', 'status', 'q', 'created_before', 'created_after'] as const;
 
-function filterOf(q: z.output<typeof BulkPageQuery>) {
+function filterOf(q: Omit<z.output<typeof BulkPageQuery>, 'action'>) {
   const fields = Object.fromEntries(FILTER_FIELDS.filter((k) => q[k] !== undefined).map((k) => [k, q[k]]));
   return parseOrThrow(BulkFilter, fields, 'filter');
 }
@@ -53,6 +62,10 @@ export function bulkActionPagesRouter(deps: AdminBulkActionsDeps): Router {
 
   router.get(path, async (req, res) => {
     const q = parseOrThrow(BulkPageQuery, req.query, 'query');
+    if (!q.action) {
+      res.type('html').send(bulkListPage(await listBulkActions(deps.db, BULK_LIST_SIZE)));
+      return;
+    }
     const filter = filterOf(q);
     const preview = await previewBulkAction(deps.db, filter);
     res
