@@ -1,8 +1,8 @@
 /**
  * Operator bulk actions in read-only mode (refused from the API and the operator view, nothing
- * created or changed; the confirmation page escapes what it shows), and after a restart: an
- * action a stopped server left running is finished by the next one, which settles the claim it
- * left from the operation's audit trail instead of applying it twice.
+ * created or changed; the confirmation page escapes what it shows), after a restart (an action a
+ * stopped server left running is finished by the next one, which settles the claim it left from
+ * the operation's audit trail instead of applying it twice), and on the embedded database.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -128,5 +128,42 @@ describe('bulk actions, read-only and after a restart', () => {
       operation.id,
     ]);
     expect(state?.status).toBe('paused');
+  });
+
+  it('runs on the embedded database (PGlite) too', async () => {
+    await harness?.close();
+    harness = await startHarness('pglite');
+    const tenant = await harness.newTenant();
+    const created: string[] = [];
+    for (const conversation of [randomUUID(), randomUUID()]) {
+      const op = await tenant.op(conversation, {
+        action: 'create',
+        operation_type: 'embedded_bulk',
+        total_items: 2,
+        item_ids: ids(2),
+      });
+      created.push(op.body.operation_id as string);
+    }
+    const admin = adminOf(() => harness as Harness);
+    const action = await admin('/admin/bulk-actions', { action: 'cancel', filter: { type: 'embedded_bulk' } });
+    expect(action.status).toBe(202);
+    const done = await eventually(
+      async () => {
+        const got = await admin(`/admin/bulk-actions/${action.body.id}`);
+        return got.body.status === 'done' ? got.body : undefined;
+      },
+      { what: 'the action done on PGlite' },
+    );
+    expect(done).toMatchObject({ matched: 2, applied: 2, skipped: 0 });
+    const rows = await harness.db.query<{ status: string; events: number }>(
+      `SELECT o.status, (SELECT count(*)::int FROM operation_event e
+                         WHERE e.operation_id = o.id AND e.data->>'bulk_action_id' = $2) AS events
+       FROM assistant_operation o WHERE o.id = ANY($1::uuid[])`,
+      [created, action.body.id],
+    );
+    expect(rows).toEqual([
+      { status: 'cancelled', events: 1 },
+      { status: 'cancelled', events: 1 },
+    ]);
   });
 });
