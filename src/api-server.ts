@@ -20,6 +20,7 @@ import type { Dispatcher } from './queue/dispatcher.ts';
 import type { ReorganizeDeps } from './reorganizer/reorganize.ts';
 import type { ConversationScope, OpspadDatabase } from './store/index.ts';
 import { ATTR, inSpan } from './telemetry/spans.ts';
+import { bulkActionRunner } from './tools/bulk-action-runner.ts';
 import { createToolRegistry } from './tools/registry.ts';
 
 /** What a process running opspad reads, whether or not it serves the API. */
@@ -106,10 +107,15 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
         );
     },
   });
+  // Operator bulk actions run here, after their POST answered; actions a stopped server left are
+  // finished by the sweep (at start, then every 30 s).
+  const bulkActions = bulkActionRunner({ db, tools, logger });
   const app = createApp({
     db,
     tools,
     logger,
+    bulkActions,
+    maxBulkOperations: config.OPSPAD_MAX_BULK_OPERATIONS,
     metrics: deps.metrics,
     queues: deps.queues,
     registeredWorkers: queueBackend.registeredWorkers,
@@ -171,6 +177,8 @@ export async function listenApi(deps: ApiServerDeps): Promise<Server> {
   const server = app.listen(config.PORT, config.HOST);
   // 'error' (the port is taken, the address is not this machine's) rejects.
   await once(server, 'listening');
+  bulkActions.start();
+  server.once('close', () => void bulkActions.stop());
   return server;
 }
 

@@ -16,6 +16,7 @@ import {
   failedItemsByType,
   type QuotaDefaults,
 } from '../store/index.ts';
+import { type BulkActionRunner, bulkActionRunner } from '../tools/bulk-action-runner.ts';
 import { OPERATION_TOOL_NAME } from '../tools/operation-tool.ts';
 import type { ToolRegistry } from '../tools/registry.ts';
 import { requireApiKey, requireBearer } from './auth.ts';
@@ -33,8 +34,10 @@ import { operationToolBody as operationToolBodyReader } from './operation-body.t
 import { STREAM_DEFAULTS, type StreamBounds } from './operation-stream.ts';
 import { guardOperatorChanges, OPERATOR_CSP, operatorHeaders } from './operator-guard.ts';
 import { ADMIN_APPROVALS_PATH as APPROVALS_PATH, adminApprovalsRouter } from './routes/admin-approvals.ts';
+import { ADMIN_BULK_ACTIONS_PATH, adminBulkActionsRouter } from './routes/admin-bulk-actions.ts';
 import { ADMIN_LIMITS_PATH, adminLimitsRouter } from './routes/admin-limits.ts';
 import { adminOperationsRouter, OPERATIONS_PAGE_PATH } from './routes/admin-operations.ts';
+import { bulkActionPagesRouter } from './routes/bulk-action-pages.ts';
 import { contextRouter } from './routes/context.ts';
 import { executionsRouter } from './routes/executions.ts';
 import { healthRouter, type Readiness } from './routes/health.ts';
@@ -76,6 +79,10 @@ export interface AppDeps {
   maxRunningExecutions?: number;
   /** OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS: what the admin API shows as defaults. */
   quota?: QuotaDefaults;
+  /** Runs operator bulk actions; without it, one that runs each action as it is created. */
+  bulkActions?: BulkActionRunner;
+  /** OPSPAD_MAX_BULK_OPERATIONS (default 10,000). */
+  maxBulkOperations?: number;
   /** OPSPAD_TRUST_PROXY: which proxies may name the client's address (none when unset). */
   trustProxy?: number | readonly string[];
   /** The structured scratchpad: reorganizer, recitation budget, cadence hook. */
@@ -120,6 +127,8 @@ const rejectUnstorableValues: RequestHandler = (req, _res, next) => {
   next();
 };
 
+const DEFAULT_MAX_BULK_OPERATIONS = 10_000;
+
 /** The operation tool's route (as the router matches paths: any case, an optional final slash). */
 const OPERATION_TOOL_PATH = new RegExp(`^/conversations/[^/]+/tools/${OPERATION_TOOL_NAME}/?$`, 'i');
 
@@ -147,11 +156,20 @@ export function createApp(deps: AppDeps): express.Express {
       registeredWorkers: deps.registeredWorkers,
     }),
   );
+  const bulk = {
+    db: deps.db,
+    runner: deps.bulkActions ?? bulkActionRunner({ db: deps.db, tools: deps.tools, logger: deps.logger }),
+    adminUser: deps.admin.user,
+    readOnly,
+    maxOperations: deps.maxBulkOperations ?? DEFAULT_MAX_BULK_OPERATIONS,
+  };
   app.use(
     OPERATIONS_PAGE_PATH,
     operatorHeaders(OPERATOR_CSP.page),
     adminAuth,
     express.urlencoded({ extended: false, limit: '4kb' }),
+    // Before the operation pages: /bulk is not an operation id.
+    bulkActionPagesRouter(bulk),
     adminOperationsRouter({
       db: deps.db,
       tools: deps.tools,
@@ -180,6 +198,7 @@ export function createApp(deps: AppDeps): express.Express {
     adminAuth,
     adminLimitsRouter({ db: deps.db, quota: deps.quota ?? DEFAULT_QUOTA, readOnly }),
   );
+  app.use(ADMIN_BULK_ACTIONS_PATH, operatorHeaders(OPERATOR_CSP.data), adminAuth, adminBulkActionsRouter(bulk));
 
   const v1 = express.Router();
   v1.use(traceRequests());

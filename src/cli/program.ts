@@ -5,6 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
+import { registerOpsBulk } from './ops-bulk-command.ts';
 import { registerOrgsLimits } from './orgs-limits.ts';
 import { registerOrgsPolicy } from './orgs-policy.ts';
 
@@ -217,7 +218,10 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
     .option('--exit', 'stop the opspad started here once the operation ends', false)
     .action((options: DemoOptions) => record(async () => (await import('./demo.ts')).demo(options)));
 
-  const ops = program.command('ops').usage('watch|export <operation_id> [options]').description('Follow operations.');
+  const ops = program
+    .command('ops')
+    .usage('watch|export <operation_id> | pause|resume|cancel|retry-failed --org <name> [options]')
+    .description('Follow operations, or act on every operation a filter matches.');
   ops
     .command('export')
     .usage('<operation_id> [--format jsonl|csv] [--failed] [--url URL] [--key API_KEY]')
@@ -242,6 +246,7 @@ OPSPAD_…); each command reads only those it uses: see docs/configuration.md.
     .action((operationId: string, options: ClientOptions) =>
       record(async () => (await import('./ops-watch.ts')).opsWatch(operationId, options)),
     );
+  registerOpsBulk(ops, record);
 
   program
     .command('mcp')

@@ -27,6 +27,11 @@ export const COMMAND_SETTINGS = {
   'ops watch': ['address', 'client'],
   'ops export': ['address', 'client'],
   mcp: ['address', 'client'],
+  /** Through a running server's admin API, signed in as the operator. */
+  'ops pause': ['address', 'client', 'admin'],
+  'ops resume': ['address', 'client', 'admin'],
+  'ops cancel': ['address', 'client', 'admin'],
+  'ops retry-failed': ['address', 'client', 'admin'],
 } as const satisfies Record<string, readonly SettingsPartName[]>;
 
 export type SettingsCommand = keyof typeof COMMAND_SETTINGS;

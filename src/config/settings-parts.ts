@@ -340,6 +340,11 @@ const adminPart = part({
   OPSPAD_ADMIN_READONLY: flag
     .default(false)
     .meta({ description: '`true`: Bull Board and the operator view show everything and change nothing.' }),
+  OPSPAD_MAX_BULK_OPERATIONS: positiveInt.default(10_000).meta({
+    description:
+      'The most operations one operator bulk action (pause, resume, cancel, retry_failed by filter) may take; a filter matching more is refused (400): narrow it.',
+    bound: 'operations per bulk action',
+  }),
 });
 
 /** `opspad webhooks secret`. */

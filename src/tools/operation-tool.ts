@@ -61,6 +61,8 @@ export interface ToolCallContext {
   actor: string;
   /** The execution named by the `X-Opspad-Execution` header, if any (scopes notes). */
   executionId?: string;
+  /** More for the data of the audit event a pause, resume, cancel or retry writes (a bulk action's id). */
+  eventData?: Record<string, unknown>;
 }
 
 /** The JSON a tool call answers with. */
@@ -294,6 +296,7 @@ async function retry(deps: OperationToolDeps, ctx: ToolCallContext, input: Retry
     actor: ctx.actor,
     maxActiveBackground: deps.maxActiveBackground,
     quota: deps.quota,
+    eventData: ctx.eventData,
   });
   await deps.onActivated?.(operation);
   return createdResponse(operation, pausedOperationId, { retry_of: input.operation_id });
@@ -347,6 +350,7 @@ export async function executeOperationTool(
     case 'cancel': {
       const { operation, counts } = await cancelOperation(deps.db, ctx.scope, input.operation_id, {
         actor: ctx.actor,
+        eventData: ctx.eventData,
       });
       await deps.onStopped?.(operation, 'cancelled');
       return {
@@ -363,6 +367,7 @@ export async function executeOperationTool(
         actor: ctx.actor,
         reason: pauseReasonOf(pausedBy),
         pausedBy,
+        eventData: ctx.eventData,
       });
       await deps.onStopped?.(operation, 'paused');
       return {
@@ -375,6 +380,7 @@ export async function executeOperationTool(
       const { operation, counts, pausedOperationId } = await resumeOperation(deps.db, ctx.scope, input.operation_id, {
         actor: ctx.actor,
         maxActiveBackground: deps.maxActiveBackground,
+        eventData: ctx.eventData,
       });
       await deps.onActivated?.(operation);
       return { ...operationSummary(operation), ...counts, paused_operation_id: pausedOperationId };

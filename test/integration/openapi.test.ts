@@ -52,6 +52,7 @@ describe('the OpenAPI document', () => {
     // The other mounts are the operator pages' routers, whose routes are listed above.
     expect(registered.mounts).toEqual([
       '/admin/approvals',
+      '/admin/bulk-actions',
       '/admin/operations',
       '/admin/organizations',
       '/admin/queues',
@@ -252,6 +253,38 @@ describe('real requests and answers against the document (postgres)', () => {
       headers: { authorization: `Bearer ${tenant.apiKey}`, 'content-type': 'application/json' },
       body: JSON.stringify({ decision: 'approve' }),
     });
+
+    // Bulk actions: a preview, one that matches nothing (done at once), its record and the list, a
+    // refusal; the operator view's confirmation, its button and the progress page.
+    const nothing = { org: orgName, type: 'no_such_type' };
+    const bulkUrl = `${harness.url}/admin/bulk-actions`;
+    await record(`${bulkUrl}/preview`, {
+      method: 'POST',
+      headers: adminJson,
+      body: JSON.stringify({ action: 'pause', filter: nothing }),
+    });
+    const bulk = await record(bulkUrl, {
+      method: 'POST',
+      headers: adminJson,
+      body: JSON.stringify({ action: 'pause', filter: nothing, expected_matched: 0 }),
+    });
+    const bulkId = ((await bulk.json()) as { id: string }).id;
+    await record(`${bulkUrl}/${bulkId}`, { headers: admin });
+    await record(`${bulkUrl}?limit=5`, { headers: admin });
+    await record(`${bulkUrl}/preview`, {
+      method: 'POST',
+      headers: adminJson,
+      body: JSON.stringify({ action: 'pause', filter: {} }),
+    });
+    const bulkQuery = `org=${encodeURIComponent(orgName)}&type=no_such_type`;
+    await record(`${harness.url}/admin/operations/bulk?action=cancel&${bulkQuery}`, { headers: admin });
+    await record(`${harness.url}/admin/operations/bulk`, {
+      method: 'POST',
+      headers: { ...admin, origin: harness.url, 'content-type': 'application/x-www-form-urlencoded' },
+      body: `action=resume&${bulkQuery}&expected_matched=0&confirm=yes`,
+      redirect: 'manual',
+    });
+    await record(`${harness.url}/admin/operations/bulk/${bulkId}`, { headers: admin });
 
     // MCP over Streamable HTTP, and its protected-resource metadata.
     await record(`${harness.url}/.well-known/oauth-protected-resource/mcp`);

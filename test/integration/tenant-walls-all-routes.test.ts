@@ -23,6 +23,7 @@ import { OPERATION_ACTIONS } from '../../src/domain/operation-input.ts';
 import { EMPTY_PRUNED_FAILURES } from '../../src/domain/retention.ts';
 import type { Database } from '../../src/store/db/db.ts';
 import {
+  createBulkAction,
   exchangeOAuthCode,
   grantOAuthClient,
   noteThrottled,
@@ -307,8 +308,22 @@ const OPERATOR_ROUTES = [
   'GET /metrics',
   'GET /admin/organizations/:name/limits',
   'PUT /admin/organizations/:name/limits',
+  'GET /admin/bulk-actions',
+  'GET /admin/bulk-actions/:id',
+  'POST /admin/bulk-actions',
+  'POST /admin/bulk-actions/preview',
+  'GET /admin/operations/bulk',
+  'GET /admin/operations/bulk/:id',
+  'POST /admin/operations/bulk',
 ];
-const OPERATOR_MOUNTS = ['/admin/approvals', '/admin/operations', '/admin/organizations', '/admin/queues', '/metrics'];
+const OPERATOR_MOUNTS = [
+  '/admin/approvals',
+  '/admin/bulk-actions',
+  '/admin/operations',
+  '/admin/organizations',
+  '/admin/queues',
+  '/metrics',
+];
 /**
  * MCP over Streamable HTTP and its metadata: their walls (another organization's session or
  * operation answers byte for byte as a random id) are test/integration/mcp-http.test.ts's.
@@ -569,6 +584,11 @@ describe.each(ENGINES)('tenant walls on every route on %s', (engine: Engine) => 
       { method: 'GET', path: `/admin/operations/${w.a.paused}` },
       { method: 'POST', path: `/admin/operations/${w.a.active}/cancel` },
       { method: 'PUT', path: '/admin/organizations/victim/limits' },
+      { method: 'GET', path: '/admin/bulk-actions' },
+      { method: 'POST', path: '/admin/bulk-actions/preview' },
+      { method: 'POST', path: '/admin/bulk-actions' },
+      { method: 'GET', path: '/admin/operations/bulk?action=pause&org=victim' },
+      { method: 'POST', path: '/admin/operations/bulk' },
     ];
 
     it('answer 401 without credentials, with an API key as Bearer, and with a wrong password', async () => {
@@ -679,6 +699,26 @@ async function seed(db: Database, orgA: Tenant, orgB: Tenant): Promise<World> {
       prunedFailures: EMPTY_PRUNED_FAILURES,
     });
   });
+
+  // An operator's bulk action that took the finished operation (and skipped it: it was completed).
+  const [organizationA] = await db.query<{ name: string }>('SELECT name FROM organization WHERE id = $1', [
+    orgA.organizationId,
+  ]);
+  const bulk = await createBulkAction(db, {
+    action: 'pause',
+    filter: { org: organizationA?.name, type: `victim-done-${marker}` },
+    actor: 'operator:test',
+    maxOperations: 10,
+  });
+  expect(bulk.matched).toBe(1);
+  await db.query(
+    `UPDATE operator_bulk_action_target SET state = 'skipped', detail = 'it is completed: it cannot be paused'
+     WHERE bulk_action_id = $1`,
+    [bulk.id],
+  );
+  await db.query(`UPDATE operator_bulk_action SET status = 'done', skipped = 1, finished_at = now() WHERE id = $1`, [
+    bulk.id,
+  ]);
 
   // What hosted MCP clients hold for A: a session, and an OAuth grant with a live code and one
   // with tokens (the routes that touch them are /mcp's: mcp-http.test.ts).

@@ -30,6 +30,7 @@ import { Params as OperationParams, OperationsPageQuery } from '../routes/operat
 import { Page } from '../routes/scratchpad.ts';
 import { UserApprovalBody } from '../routes/user-approval.ts';
 import { APPROVAL_ROUTES } from './approval-routes.ts';
+import { BULK_ACTION_ROUTES } from './bulk-action-routes.ts';
 import { MCP_ROUTES } from './mcp-routes.ts';
 import { OPERATOR_ROUTES, PUBLIC_ROUTES } from './public-routes.ts';
 import { BODY_ERRORS, V1_ERRORS } from './route-errors.ts';
@@ -319,4 +320,5 @@ export const ROUTES: readonly RouteSpec[] = [
   ...PUBLIC_ROUTES,
   ...OPERATOR_ROUTES,
   ...APPROVAL_ROUTES,
+  ...BULK_ACTION_ROUTES,
 ];

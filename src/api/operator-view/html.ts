@@ -75,7 +75,7 @@ export function page(title: string, body: string): string {
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>${STYLE}</style>
 <script src="${SCRIPT_PATH}" defer></script></head><body>
-<nav><a href="${OPERATIONS_PAGE_PATH}">Operations</a><a href="/admin/queues">Bull Board</a><a href="/metrics">Metrics</a>
+<nav><a href="${OPERATIONS_PAGE_PATH}">Operations</a><a href="${OPERATIONS_PAGE_PATH}/bulk">Bulk actions</a><a href="/admin/queues">Bull Board</a><a href="/metrics">Metrics</a>
 <span class="live" id="live" hidden>live</span></nav>
 ${body}</body></html>`;
 }

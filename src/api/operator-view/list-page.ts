@@ -5,8 +5,10 @@
  * operations have arrived, without reloading or reordering anything.
  */
 import { z } from 'zod';
+import { BULK_ACTIONS } from '../../domain/bulk-action.ts';
 import { OPERATION_STATUS } from '../../domain/operation.ts';
 import type { OperatorListFilter, OperatorListPage, OrganizationQuota } from '../../store/index.ts';
+import { BULK_PAGE_PATH, BULK_WORDS } from './bulk-pages.ts';
 import { count, escapeHtml, OPERATIONS_PAGE_PATH, page, query } from './html.ts';
 import { operationRow, operationTable } from './operation-row.ts';
 
@@ -127,6 +129,19 @@ function keyLimitList(limits: OrganizationQuota['key_limits']): string {
   return `<div class="quota">Key-limit overrides:<ul>${items.join('')}</ul></div>`;
 }
 
+/** With a filter in force: "Pause all N matching…" and the others, each asking first on a page of its own. */
+function bulkButtons(q: ListQuery, total: number, readOnly: boolean): string {
+  if (readOnly || total === 0 || !(q.q || q.org || q.status || q.type)) {
+    return '';
+  }
+  const filter = { q: q.q, org: q.org, status: q.status, type: q.type };
+  const links = BULK_ACTIONS.map(
+    (action) =>
+      `<a class="button${action === 'cancel' ? ' danger' : ''}" href="${BULK_PAGE_PATH}${escapeHtml(query({ ...filter, action }))}">${escapeHtml(BULK_WORDS[action].button)} all ${count(total)} matching…</a>`,
+  ).join('');
+  return `<div class="bulk">${links}</div>`;
+}
+
 /** The list page; `quota`: the organization's, when the list is filtered to one. */
 export function listPage(
   q: ListQuery,
@@ -140,7 +155,7 @@ export function listPage(
   const newest = `${OPERATIONS_PAGE_PATH}${query(filterParams(q))}`;
   return page(
     'opspad · operations',
-    `<h1>Operations</h1>${readOnlyNote}${quotaLine(quota)}${searchForm(q)}
+    `<h1>Operations</h1>${readOnlyNote}${quotaLine(quota)}${searchForm(q)}${bulkButtons(q, result.total, readOnly)}
 <div id="newer" class="notice" hidden><span class="n">0</span> newer operation(s) match. <a href="${newest}">Show the newest</a></div>
 ${pager(q, result)}
 ${operationTable(

@@ -25,8 +25,10 @@
  * - operator-view-repo.ts, organization-operations-repo.ts: reads across conversations
  * - operation-maintenance.ts: the reconciler's and the sweeper's cross-organization work
  * - event-repo.ts: the audit trail
+ * - bulk-actions.ts: an operator's action on every operation a filter matches, and its progress
  * - sql/: the trigger function that deletes a deleted operation's items
  */
+export * from './bulk-actions.ts';
 export * from './context-reads.ts';
 export * from './conversation-operations.ts';
 export * from './event-repo.ts';

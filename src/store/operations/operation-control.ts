@@ -150,7 +150,14 @@ export async function cancelOperation(
   {
     actor,
     expiredReason,
-  }: { actor: string /** Set when maintenance expires the operation. */; expiredReason?: string },
+    eventData,
+  }: {
+    actor: string;
+    /** Set when maintenance expires the operation. */
+    expiredReason?: string;
+    /** More for the audit event's data (an operator bulk action's id). */
+    eventData?: Record<string, unknown>;
+  },
 ): Promise<FinishResult> {
   return db.transaction(async (tx) => {
     let op = await lockOperation(tx, scope, operationId);
@@ -168,7 +175,7 @@ export async function cancelOperation(
       organizationId: scope.organizationId,
       kind: expiredReason ? 'expired' : rule.event,
       actor,
-      data: expiredReason ? { abandoned, reason: expiredReason } : { abandoned },
+      data: expiredReason ? { abandoned, reason: expiredReason } : { ...eventData, abandoned },
     });
     return { operation: op, counts: countsOf(op, 0), abandoned: op.state_json.abandoned_count };
   });
@@ -179,7 +186,12 @@ export async function pauseOperation(
   db: Database,
   scope: ConversationScope,
   operationId: string | null | undefined,
-  { actor, reason, pausedBy }: { actor: string; reason: string; pausedBy: string },
+  {
+    actor,
+    reason,
+    pausedBy,
+    eventData,
+  }: { actor: string; reason: string; pausedBy: string; eventData?: Record<string, unknown> },
 ): Promise<StatusChange> {
   return db.transaction(async (tx) => {
     const id = await resolveOperationId(tx, scope, operationId);
@@ -195,7 +207,7 @@ export async function pauseOperation(
         organizationId: scope.organizationId,
         kind: rule.event,
         actor,
-        data: { reason },
+        data: { ...eventData, reason },
       });
     }
     return { operation: op, counts: countsOf(op, await countInFlight(tx, op.id)), pausedOperationId: op.id };
@@ -207,7 +219,11 @@ export async function resumeOperation(
   db: Database,
   scope: ConversationScope,
   operationId: string,
-  { actor, maxActiveBackground }: { actor: string; maxActiveBackground?: number },
+  {
+    actor,
+    maxActiveBackground,
+    eventData,
+  }: { actor: string; maxActiveBackground?: number; eventData?: Record<string, unknown> },
 ): Promise<StatusChange> {
   return db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
@@ -234,7 +250,7 @@ export async function resumeOperation(
         organizationId: scope.organizationId,
         kind: rule.event,
         actor,
-        data: {},
+        data: { ...eventData },
       });
     }
     return { operation: op, counts: countsOf(op, await countInFlight(tx, op.id)), pausedOperationId };

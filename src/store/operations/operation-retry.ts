@@ -30,7 +30,15 @@ export async function retryFailed(
     actor,
     maxActiveBackground,
     quota,
-  }: { batchSize: number | null; actor: string; maxActiveBackground?: number; quota?: QuotaDefaults },
+    eventData,
+  }: {
+    batchSize: number | null;
+    actor: string;
+    maxActiveBackground?: number;
+    quota?: QuotaDefaults;
+    /** More for the audit events' data (an operator bulk action's id). */
+    eventData?: Record<string, unknown>;
+  },
 ): Promise<CreatedOperation> {
   return db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
@@ -88,14 +96,14 @@ export async function retryFailed(
       organizationId: scope.organizationId,
       kind: 'created',
       actor,
-      data: { total_items: copied, retry_of: source.id },
+      data: { ...eventData, total_items: copied, retry_of: source.id },
     });
     await appendEvent(tx, {
       operationId: source.id,
       organizationId: scope.organizationId,
       kind: 'retried',
       actor,
-      data: { retry_operation_id: operation.id, items: copied },
+      data: { ...eventData, retry_operation_id: operation.id, items: copied },
     });
     return { operation, pausedOperationId };
   });

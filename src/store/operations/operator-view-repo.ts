@@ -123,7 +123,7 @@ function likePattern(text: string): string {
 }
 
 /** The filter's WHERE clause on `o` and `g`, its parameters numbered from `first`. */
-function filterClause(filter: OperatorListFilter, first: number): { sql: string; params: unknown[] } {
+export function filterClause(filter: OperatorListFilter, first: number): { sql: string; params: unknown[] } {
   const search = filter.search || null;
   const searchId = search && UUID.test(search) ? search.toLowerCase() : null;
   const n = (k: number) => `$${first + k}`;

@@ -1,0 +1,169 @@
+/**
+ * Operator bulk actions in read-only mode (refused from the API and the operator view, nothing
+ * created or changed; the confirmation page escapes what it shows), after a restart (an action a
+ * stopped server left running is finished by the next one, which settles the claim it left from
+ * the operation's audit trail instead of applying it twice), and on the embedded database.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createBulkAction, createOperation, pauseOperation } from '../../src/store/index.ts';
+import { type Harness, ids, newStoreOperation, openTestDatabase, startHarness } from '../helpers/harness.ts';
+import { eventually } from '../helpers/wait.ts';
+
+type Json = Record<string, unknown>;
+
+function adminOf(harness: () => Harness) {
+  return (path: string, body?: unknown, headers: Record<string, string> = {}) =>
+    harness().request<Json>(path, {
+      method: body === undefined ? 'GET' : 'POST',
+      headers: { authorization: harness().adminAuthorization, 'content-type': 'application/json', ...headers },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+}
+
+describe('bulk actions, read-only and after a restart', () => {
+  let harness: Harness | undefined;
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  it('refuses a bulk action in read-only mode, from the API and the operator view', async () => {
+    harness = await startHarness('postgres', { env: { OPSPAD_ADMIN_READONLY: 'true' } });
+    const { scope, operationId } = await newStoreOperation(harness.db, 4, 2);
+    const [org] = await harness.db.query<{ name: string }>('SELECT name FROM organization WHERE id = $1', [
+      scope.organizationId,
+    ]);
+    const admin = adminOf(() => harness as Harness);
+    const refused = await admin('/admin/bulk-actions', { action: 'pause', filter: { org: org?.name } });
+    expect(refused.status).toBe(403);
+    expect(JSON.stringify(refused.body)).toContain('OPSPAD_ADMIN_READONLY');
+    const form = await fetch(`${harness.url}/admin/operations/bulk`, {
+      method: 'POST',
+      headers: {
+        authorization: harness.adminAuthorization,
+        origin: harness.url,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: `action=pause&org=${org?.name}&expected_matched=1&confirm=yes`,
+      redirect: 'manual',
+    });
+    expect(form.status).toBe(403);
+    // The preview still answers; nothing was created or changed.
+    const preview = await admin('/admin/bulk-actions/preview', { action: 'pause', filter: { org: org?.name } });
+    expect(preview.body.matched).toBe(1);
+    const [count] = await harness.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM operator_bulk_action WHERE filter->>'org' = $1`,
+      [org?.name],
+    );
+    expect(count?.n).toBe(0);
+    const [op] = await harness.db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
+      operationId,
+    ]);
+    expect(op?.status).toBe('active');
+    // The confirmation page escapes what it shows.
+    const page = await fetch(`${harness.url}/admin/operations/bulk?action=pause&q=${encodeURIComponent('<b>x</b>')}`, {
+      headers: { authorization: harness.adminAuthorization },
+    });
+    const html = await page.text();
+    expect(html).toContain('&#60;b&#62;x&#60;/b&#62;');
+    expect(html).not.toContain('<b>x</b>');
+    await harness.close();
+    harness = undefined;
+  });
+
+  it('finishes an action a stopped server left running, applying each operation once', async () => {
+    const db = await openTestDatabase('postgres');
+    const first = await newStoreOperation(db, 4, 2);
+    const second = { organizationId: first.scope.organizationId, conversationId: randomUUID() };
+    const { operation } = await createOperation(db, second, {
+      operationType: 'send_sms',
+      itemIds: ids(4),
+      batchSize: 2,
+      queryParams: null,
+      notes: null,
+      execution: 'assistant',
+      actor: 'test',
+    });
+    const [org] = await db.query<{ name: string }>('SELECT name FROM organization WHERE id = $1', [
+      first.scope.organizationId,
+    ]);
+    const action = await createBulkAction(db, {
+      action: 'pause',
+      filter: { org: org?.name },
+      actor: 'operator:admin',
+      maxOperations: 10,
+    });
+    expect(action).toMatchObject({ status: 'running', matched: 2, applied: 0 });
+    // The stopped server had claimed the first and paused it, but not recorded the outcome.
+    await pauseOperation(db, first.scope, first.operationId, {
+      actor: 'operator:admin',
+      reason: 'paused by operator admin',
+      pausedBy: 'operator:admin',
+      eventData: { bulk_action_id: action.id },
+    });
+    await db.query(
+      `UPDATE operator_bulk_action_target SET state = 'applying', detail = (now() - interval '5 minutes')::text
+       WHERE bulk_action_id = $1 AND operation_id = $2`,
+      [action.id, first.operationId],
+    );
+    await db.close();
+
+    harness = await startHarness('postgres');
+    const admin = adminOf(() => harness as Harness);
+    const done = await eventually(
+      async () => {
+        const got = await admin(`/admin/bulk-actions/${action.id}`);
+        return got.body.status === 'done' ? got.body : undefined;
+      },
+      { what: 'the action finished by the new server' },
+    );
+    expect(done).toMatchObject({ matched: 2, applied: 2, skipped: 0 });
+    const events = await harness.db.query<{ operation_id: string; kind: string }>(
+      `SELECT operation_id, kind FROM operation_event WHERE operation_id = ANY($1::uuid[]) AND kind = 'paused'`,
+      [[first.operationId, operation.id]],
+    );
+    expect(events.filter((e) => e.operation_id === first.operationId)).toHaveLength(1);
+    expect(events.filter((e) => e.operation_id === operation.id)).toHaveLength(1);
+    const [state] = await harness.db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
+      operation.id,
+    ]);
+    expect(state?.status).toBe('paused');
+  });
+
+  it('runs on the embedded database (PGlite) too', async () => {
+    await harness?.close();
+    harness = await startHarness('pglite');
+    const tenant = await harness.newTenant();
+    const created: string[] = [];
+    for (const conversation of [randomUUID(), randomUUID()]) {
+      const op = await tenant.op(conversation, {
+        action: 'create',
+        operation_type: 'embedded_bulk',
+        total_items: 2,
+        item_ids: ids(2),
+      });
+      created.push(op.body.operation_id as string);
+    }
+    const admin = adminOf(() => harness as Harness);
+    const action = await admin('/admin/bulk-actions', { action: 'cancel', filter: { type: 'embedded_bulk' } });
+    expect(action.status).toBe(202);
+    const done = await eventually(
+      async () => {
+        const got = await admin(`/admin/bulk-actions/${action.body.id}`);
+        return got.body.status === 'done' ? got.body : undefined;
+      },
+      { what: 'the action done on PGlite' },
+    );
+    expect(done).toMatchObject({ matched: 2, applied: 2, skipped: 0 });
+    const rows = await harness.db.query<{ status: string; events: number }>(
+      `SELECT o.status, (SELECT count(*)::int FROM operation_event e
+                         WHERE e.operation_id = o.id AND e.data->>'bulk_action_id' = $2) AS events
+       FROM assistant_operation o WHERE o.id = ANY($1::uuid[])`,
+      [created, action.body.id],
+    );
+    expect(rows).toEqual([
+      { status: 'cancelled', events: 1 },
+      { status: 'cancelled', events: 1 },
+    ]);
+  });
+});
