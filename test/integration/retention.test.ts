@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GetResult } from '../../src/domain/operation-output.ts';
 import type { ReconcileReport } from '../../src/queue/reconciler.ts';
+import { createBulkAction, getBulkAction } from '../../src/store/index.ts';
 import { ENGINES, type Engine, type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
 
@@ -333,6 +334,38 @@ describe.each(ENGINES)('retention of finished operations (%s)', (engine) => {
     expect(report.pruned.operation_event).toBeGreaterThanOrEqual(1);
     expect(await h.eventKinds(old.operationId)).toEqual(['created', 'completed']);
     expect(await h.eventKinds(recent.operationId)).toEqual(['created', 'batch_recorded', 'completed']);
+  });
+
+  it('deletes an operator bulk action done longer ago than the events, with its targets; keeps a recent one', async () => {
+    const organizationName = (
+      await harness.db.query<{ name: string }>('SELECT name FROM organization WHERE id = $1', [tenant.organizationId])
+    )[0]?.name as string;
+    await h.finished(3);
+    const action = (hoursAgo: number) =>
+      createBulkAction(harness.db, {
+        action: 'pause',
+        filter: { org: organizationName },
+        actor: 'operator:retention-test',
+        maxOperations: 10_000,
+      }).then(async (created) => {
+        await harness.db.query(
+          `UPDATE operator_bulk_action SET status = 'done', created_at = now() - make_interval(hours => $2) WHERE id = $1`,
+          [created.id, hoursAgo],
+        );
+        return created;
+      });
+    const [done, recent] = [await action(2), await action(0)];
+    expect(done.matched).toBeGreaterThan(0);
+    const targets = (id: string) =>
+      harness.db.query('SELECT 1 FROM operator_bulk_action_target WHERE bulk_action_id = $1', [id]);
+
+    const report = await h.pass();
+
+    expect(report.pruned.operator_bulk_action_target).toBeGreaterThanOrEqual(done.matched);
+    expect(await getBulkAction(harness.db, done.id)).toBeNull();
+    expect(await targets(done.id)).toEqual([]);
+    expect((await getBulkAction(harness.db, recent.id))?.status).toBe('done');
+    expect((await targets(recent.id)).length).toBe(recent.matched);
   });
 
   it("gives an organization's stored items back to its quota once their rows are deleted", async () => {

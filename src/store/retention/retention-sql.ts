@@ -333,3 +333,27 @@ export async function deletePadVersions(tx: Queryable, pad: PadDue, throughVersi
   );
   return rows[0]?.n ?? 0;
 }
+
+/**
+ * Operator bulk actions done and older than the period, oldest first (by creation: the index
+ * they have; an action runs for seconds).
+ */
+export async function finishedBulkActionsDue(db: Queryable, afterMs: number, limit: number): Promise<string[]> {
+  const rows = await db.query<{ id: string }>(
+    `SELECT id FROM operator_bulk_action WHERE status = 'done' AND created_at < ${before('$1')}
+     ORDER BY created_at LIMIT $2`,
+    [afterMs, limit],
+  );
+  return rows.map((row) => row.id);
+}
+
+/** Deletes a bulk action and its targets (by cascade); returns the targets deleted. */
+export async function deleteBulkAction(tx: Queryable, id: string): Promise<number> {
+  const rows = await tx.query<{ n: number }>(
+    `WITH gone AS (DELETE FROM operator_bulk_action_target WHERE bulk_action_id = $1 RETURNING 1),
+          action AS (DELETE FROM operator_bulk_action WHERE id = $1)
+     SELECT count(*)::int AS n FROM gone`,
+    [id],
+  );
+  return rows[0]?.n ?? 0;
+}

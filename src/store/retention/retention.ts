@@ -21,6 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BULK_EVENT_KINDS, mergePrunedFailures, type RetentionPolicy } from '../../domain/retention.ts';
 import type { Database } from '../db/db.ts';
 import { releaseStoredItems } from '../operations/operation-quota.ts';
+import { pruneBulkActions } from './bulk-action-retention.ts';
 import {
   AGED_TABLES,
   type AgedTable,
@@ -50,6 +51,7 @@ export const RETENTION_TABLES = [
   'context_render',
   'scratchpad_event',
   'scratchpad_version',
+  'operator_bulk_action_target',
 ] as const;
 export type RetentionTable = (typeof RETENTION_TABLES)[number];
 
@@ -379,6 +381,7 @@ export async function runRetention(db: Database, options: RetentionOptions): Pro
     () => pruneAged(db, run, AGED_TABLES.contextRenders, policy.rendersAfterMs),
     () => pruneAged(db, run, AGED_TABLES.scratchpadEvents, policy.eventsAfterMs),
     () => prunePadVersions(db, run),
+    () => pruneBulkActions(db, run),
   ];
   const share = policy.budgetMs / stages.length;
   const pending = new Set(stages);
