@@ -26,7 +26,8 @@ const text = (max: number, what: string) =>
     .min(1, `must be ${what}, or left out`)
     .max(max, `must be at most ${max} characters`);
 
-const instant = (what: string) =>
+/** An instant an operator filters operations' creation by (the view's list, a bulk action). */
+export const instant = (what: string) =>
   z.iso
     .datetime({ offset: true, error: `must be an ISO 8601 time with its offset (e.g. 2026-01-31T12:00:00Z), ${what}` })
     .optional();

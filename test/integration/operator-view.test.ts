@@ -154,6 +154,46 @@ describe('the operator view (postgres)', () => {
     expect((await html(`/admin/operations?q=${id}&type=follow_up`)).includes(`data-operation-id="${id}"`)).toBe(true);
   });
 
+  it('filters by when operations were created, and its bulk buttons act on exactly that', async () => {
+    const other = await harness.newTenant();
+    const org = (
+      await harness.db.query<{ name: string }>('SELECT name FROM organization WHERE id = $1', [other.organizationId])
+    )[0]?.name as string;
+    const make = async () =>
+      (
+        await other.op(randomUUID(), {
+          action: 'create',
+          operation_type: 'dated',
+          total_items: 1,
+          item_ids: ['x'],
+        })
+      ).body.operation_id as string;
+    const older = await make();
+    const [row] = await harness.db.query<{ at: string }>(
+      'SELECT created_at::text AS at FROM assistant_operation WHERE id = $1',
+      [older],
+    );
+    const between = new Date(new Date(row?.at as string).getTime() + 1).toISOString();
+    await harness.db.query("UPDATE assistant_operation SET created_at = created_at - interval '1 hour' WHERE id = $1", [
+      older,
+    ]);
+    const newer = await make();
+    const shown = async (filter: string) => {
+      const page = await html(`/admin/operations?org=${encodeURIComponent(org)}&${filter}`);
+      return { ids: [...page.matchAll(/data-operation-id="([^"]+)"/g)].map((m) => m[1]), page };
+    };
+    const after = await shown(`created_after=${encodeURIComponent(between)}`);
+    expect(after.ids).toEqual([newer]);
+    // The bulk buttons carry the bound, so the action takes what the list shows.
+    expect(after.page).toContain('all 1 matching');
+    expect(after.page).toContain(`created_after=${encodeURIComponent(between)}`);
+    expect((await shown(`created_before=${encodeURIComponent(between)}`)).ids).toEqual([older]);
+    expect((await shown('created_after=')).ids.sort()).toEqual([older, newer].sort());
+    const bad = await admin(`/admin/operations?created_after=yesterday`);
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toContain('created_after');
+  });
+
   it('pages honestly: how many, where, newer and older, in an order that status changes do not move', async () => {
     const pager = await harness.newTenant();
     const made: string[] = [];

@@ -5,7 +5,7 @@
  * operations have arrived, without reloading or reordering anything.
  */
 import { z } from 'zod';
-import { BULK_ACTIONS } from '../../domain/bulk-action.ts';
+import { BULK_ACTIONS, instant } from '../../domain/bulk-action.ts';
 import { OPERATION_STATUS } from '../../domain/operation.ts';
 import type { OperatorListFilter, OperatorListPage, OrganizationQuota } from '../../store/index.ts';
 import { BULK_PAGE_PATH, BULK_WORDS } from './bulk-pages.ts';
@@ -31,6 +31,8 @@ export const ListFilterQuery = z.object({
     .optional()
     .or(z.literal('').transform(() => undefined)),
   type: optionalText(64, 'operation type'),
+  created_before: instant('operations created before it').or(z.literal('').transform(() => undefined)),
+  created_after: instant('operations created after it').or(z.literal('').transform(() => undefined)),
 });
 
 export const ListQuery = ListFilterQuery.extend({
@@ -49,7 +51,19 @@ export const ListQuery = ListFilterQuery.extend({
 export type ListQuery = z.output<typeof ListQuery>;
 
 export function filterOf(q: z.output<typeof ListFilterQuery>): OperatorListFilter {
-  return { search: q.q, organizationName: q.org, status: q.status, operationType: q.type };
+  return {
+    search: q.q,
+    organizationName: q.org,
+    status: q.status,
+    operationType: q.type,
+    createdBefore: q.created_before,
+    createdAfter: q.created_after,
+  };
+}
+
+/** Whether the list is filtered at all (its bulk buttons then act on what it shows). */
+function filtered(q: z.output<typeof ListFilterQuery>): boolean {
+  return Boolean(q.q || q.org || q.status || q.type || q.created_before || q.created_after);
 }
 
 /** The filter's own parameters, carried by every link of the page. */
@@ -59,6 +73,8 @@ function filterParams(q: ListQuery) {
     org: q.org,
     status: q.status,
     type: q.type,
+    created_before: q.created_before,
+    created_after: q.created_after,
     limit: q.limit === PAGE_SIZE_DEFAULT ? undefined : q.limit,
   };
 }
@@ -71,6 +87,8 @@ function searchForm(q: ListQuery): string {
 <input name="q" value="${escapeHtml(q.q)}" placeholder="operation id, item id, conversation id or organization" aria-label="Search">
 <select name="status" aria-label="Status">${statusOptions}</select>
 <input name="type" value="${escapeHtml(q.type)}" placeholder="operation type" aria-label="Operation type">
+<input name="created_after" value="${escapeHtml(q.created_after)}" placeholder="created after (2026-01-31T12:00:00Z)" aria-label="Created after">
+<input name="created_before" value="${escapeHtml(q.created_before)}" placeholder="created before" aria-label="Created before">
 ${q.org ? `<input type="hidden" name="org" value="${escapeHtml(q.org)}">` : ''}<button type="submit">Search</button>
 <a href="${OPERATIONS_PAGE_PATH}">clear</a></form>`;
 }
@@ -131,10 +149,17 @@ function keyLimitList(limits: OrganizationQuota['key_limits']): string {
 
 /** With a filter in force: "Pause all N matching…" and the others, each asking first on a page of its own. */
 function bulkButtons(q: ListQuery, total: number, readOnly: boolean): string {
-  if (readOnly || total === 0 || !(q.q || q.org || q.status || q.type)) {
+  if (readOnly || total === 0 || !filtered(q)) {
     return '';
   }
-  const filter = { q: q.q, org: q.org, status: q.status, type: q.type };
+  const filter = {
+    q: q.q,
+    org: q.org,
+    status: q.status,
+    type: q.type,
+    created_before: q.created_before,
+    created_after: q.created_after,
+  };
   const links = BULK_ACTIONS.map(
     (action) =>
       `<a class="button${action === 'cancel' ? ' danger' : ''}" href="${BULK_PAGE_PATH}${escapeHtml(query({ ...filter, action }))}">${escapeHtml(BULK_WORDS[action].button)} all ${count(total)} matching…</a>`,
@@ -160,7 +185,7 @@ export function listPage(
 ${pager(q, result)}
 ${operationTable(
   result.rows.map((op) => operationRow(op, readOnly)).join(''),
-  q.q || q.org || q.status || q.type ? 'No operation matches.' : 'No operations.',
+  filtered(q) ? 'No operation matches.' : 'No operations.',
 )}
 ${pager(q, result)}
 <div id="live-config" data-stream="${escapeHtml(streamUrl(q, result))}"></div>`,

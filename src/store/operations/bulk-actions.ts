@@ -21,7 +21,7 @@ import type { BulkActionName, BulkActionStatus, BulkFilter, BulkTargetState } fr
 import { AppError } from '../../domain/errors.ts';
 import type { OperationStatus } from '../../domain/operation.ts';
 import type { Database, Queryable } from '../db/db.ts';
-import { filterClause } from './operator-view-repo.ts';
+import { filterClause } from './operator-filter.ts';
 
 /** Example operations a preview shows. */
 export const PREVIEW_SAMPLE = 5;
@@ -31,16 +31,19 @@ export const STALE_CLAIM_SECONDS = 60;
 /** The matching statement's FROM and WHERE, on `o` (the operation) and `g` (its organization). */
 function matching(filter: BulkFilter, first: number): { sql: string; params: unknown[] } {
   const where = filterClause(
-    { search: filter.q, organizationName: filter.org, status: filter.status, operationType: filter.type },
+    {
+      search: filter.q,
+      organizationName: filter.org,
+      status: filter.status,
+      operationType: filter.type,
+      createdBefore: filter.created_before,
+      createdAfter: filter.created_after,
+    },
     first,
   );
-  const n = first + where.params.length;
   return {
-    sql: `assistant_operation o JOIN organization g ON g.id = o.organization_id
-      WHERE ${where.sql}
-        AND ($${n}::timestamptz IS NULL OR o.created_at < $${n}::timestamptz)
-        AND ($${n + 1}::timestamptz IS NULL OR o.created_at > $${n + 1}::timestamptz)`,
-    params: [...where.params, filter.created_before ?? null, filter.created_after ?? null],
+    sql: `assistant_operation o JOIN organization g ON g.id = o.organization_id WHERE ${where.sql}`,
+    params: where.params,
   };
 }
 

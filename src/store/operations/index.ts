@@ -23,6 +23,7 @@
  * - item-results-sql.ts: the results file, a keyset page of items at a time
  * - context-reads.ts: what the context fragment reads each turn, in one statement
  * - operator-view-repo.ts, organization-operations-repo.ts: reads across conversations
+ * - operator-filter.ts: the operator's filter, shared by the view and bulk actions
  * - operation-maintenance.ts: the reconciler's and the sweeper's cross-organization work
  * - event-repo.ts: the audit trail
  * - bulk-actions.ts: an operator's action on every operation a filter matches, and its progress
@@ -42,5 +43,6 @@ export * from './operation-maintenance.ts';
 export * from './operation-quota.ts';
 export * from './operation-reads.ts';
 export * from './operation-retry.ts';
+export * from './operator-filter.ts';
 export * from './operator-view-repo.ts';
 export * from './organization-operations-repo.ts';
