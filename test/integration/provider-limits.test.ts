@@ -160,6 +160,22 @@ describe.each(QUEUE_BACKENDS)('provider limits per key (%s queue)', (queue) => {
     expect(peak).toBeGreaterThanOrEqual(2);
   });
 
+  it('holds the concurrency when records lease nothing next (an operation with a failure-rate breaker)', async () => {
+    // With max_failure_rate every record takes the general path, which never leases the lane's
+    // next batch: each batch of a slice then asks its key again.
+    const tenant = await harness.newTenant();
+    const operationId = await create(tenant, {
+      operation_type: 'limited_crm',
+      item_ids: ids(40),
+      batch_size: 2,
+      max_parallel_batches: 8,
+      max_failure_rate: 0.9,
+    });
+    const end = await waitForProgress(harness.url, tenant, operationId, finished);
+    expect(end.completed_count).toBe(40);
+    expect(inFlight.get(tenant.organizationId)?.peak ?? 0).toBeLessThanOrEqual(3);
+  });
+
   it('tells the assistant its operation is throttled', async () => {
     const tenant = await harness.newTenant();
     const conversation = randomUUID();

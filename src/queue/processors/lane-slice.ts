@@ -31,6 +31,12 @@ export interface LaneSlice {
   granted(): number | undefined;
   /** The current batch leased `count` items of its grant: the rest goes back to the key. */
   leased(count: number): Promise<void>;
+  /**
+   * Before a batch the job leases itself after a grant went back unused (the record's call
+   * leased nothing): asks the key again, keeping the slot. False: the key is at its limit (the
+   * slot is freed; hand the lane to a new job, which parks).
+   */
+  regrant(): Promise<boolean>;
   /** Decides, before a batch's record, who takes the lane's next batch (see above). */
   decideNext(): Promise<NextBatch>;
   /** Frees the slot held, if any (idempotent). */
@@ -90,6 +96,11 @@ export function createLaneSlice(options: {
     if (fair && !slot) {
       return { by: 'fair_share' };
     }
+    return takeKey();
+  };
+
+  /** The batch's items under its key's limits (the slot is already held). */
+  const takeKey = async (): Promise<Refusal | undefined> => {
     const { keys } = options;
     if (!keys) {
       return undefined;
@@ -120,6 +131,15 @@ export function createLaneSlice(options: {
     granted: () => permit?.items,
     leased: async (count) => {
       await permit?.settle(count);
+      if (count === 0) {
+        permit = undefined; // its hold ended and its tokens went back: nothing is granted now
+      }
+    },
+    async regrant() {
+      if (!options.keys || permit) {
+        return true;
+      }
+      return (await takeKey()) === undefined;
     },
     async decideNext() {
       if (Date.now() >= options.endsAt || options.stopping()) {

@@ -181,6 +181,11 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
         }
         if (decided === 'go') {
           prefetched = ran.prefetched; // leased by the record's call, or undefined: the step leases
+          if (!prefetched && !(await lane.regrant())) {
+            // Its key's grant went back with a record that leased nothing, and the key is full now.
+            await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
+            return { ...total, next: 'enqueued' };
+          }
           continue;
         }
         if (decided === 'enqueue') {
