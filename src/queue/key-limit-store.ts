@@ -26,7 +26,11 @@ export interface KeyAcquireRequest {
 }
 
 export interface KeyLimitStore {
-  /** Grants the batch up to `want` items (its hold is then `items`), or tells it to wait. */
+  /**
+   * Grants the batch up to `want` items (its hold is then `items`), or tells it to wait. A job
+   * refused at the concurrency is parked for the key in the same step (so the next release
+   * wakes it, however soon); one granted is no longer parked.
+   */
   acquire(request: KeyAcquireRequest): Promise<KeyGrant>;
   /**
    * The batch leased `leased` of the `granted` items: the tokens it did not use go back to the
@@ -45,6 +49,11 @@ export interface KeyLimitStore {
   release(key: string, member: string): Promise<string | undefined>;
   /** Renews the holds of the batches this process runs. */
   renew(holds: readonly { key: string; member: string }[], expiry: number): Promise<void>;
-  /** Notes a job parked until the key has room (its delay is set by the caller). */
-  park(key: string, jobId: string, now: number): Promise<void>;
+  /**
+   * Whether the key's live holds leave room under `concurrency`: a job parked at it asks once
+   * its delay is set, in case the release that should wake it came first.
+   */
+  hasRoom(key: string, concurrency: number, now: number): Promise<boolean>;
+  /** Deletes what lapsed or idled out for good (Postgres; Redis expires its keys itself). */
+  sweep(now: number): Promise<void>;
 }

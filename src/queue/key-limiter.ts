@@ -18,7 +18,7 @@
 import type { Job, Queue } from 'bullmq';
 import { type KeyLimits, ownKeyOf, withOverride } from '../domain/key-limits.ts';
 import type { Logger } from '../logger.ts';
-import { type Database, noteThrottled } from '../store/index.ts';
+import { clearThrottled, type Database, noteThrottled } from '../store/index.ts';
 import type { KeyLimitStore } from './key-limit-store.ts';
 
 /** How long an organization's override is trusted before it is read again. */
@@ -32,6 +32,8 @@ const NOTE_EVERY_MS = 1000;
  * pace is parked and granted in turns, and stays "throttled" for as long as that goes on.
  */
 const NOTE_FOR_MS = 3 * NOTE_EVERY_MS;
+/** How often a process deletes the limits' lapsed state (keys are tenants' choice). */
+const SWEEP_EVERY_MS = 60_000;
 
 /** Looks up an organization's own figures for one of its keys ('' : its organization key). */
 export type KeyLimitOverrideLookup = (
@@ -86,8 +88,8 @@ export function createKeyLimiter(options: KeyLimiterOptions): KeyLimiter {
   const overrides = new Map<string, { at: number; limits: KeyLimits | undefined }>();
   /** Holds of the batches this process runs, by member. */
   const holds = new Map<string, { key: string; member: string }>();
-  /** Operations this process noted as throttled, with when. */
-  const noted = new Map<string, number>();
+  /** Operations this process noted as throttled, with when and by which limit. */
+  const noted = new Map<string, { at: number; limitedBy: KeyRefusal['limitedBy'] }>();
 
   const limitsFor = async (key: string): Promise<KeyLimits> => {
     if (!options.override) {
@@ -116,14 +118,19 @@ export function createKeyLimiter(options: KeyLimiterOptions): KeyLimiter {
   const wakeQuietly = (jobId: string | undefined) =>
     wake(jobId).catch((error: unknown) => options.logger.warn({ err: error }, 'could not wake a parked job'));
 
-  const timer = setInterval(
-    () => {
+  const renewEveryMs = Math.max(50, Math.floor(options.entryTtlMs / 3));
+  let lastSweep = Date.now();
+  const timer = setInterval(() => {
+    store
+      .renew([...holds.values()], Date.now() + options.entryTtlMs)
+      .catch((error: unknown) => options.logger.warn({ err: error }, 'could not renew provider-limit holds'));
+    if (Date.now() - lastSweep >= SWEEP_EVERY_MS) {
+      lastSweep = Date.now();
       store
-        .renew([...holds.values()], Date.now() + options.entryTtlMs)
-        .catch((error: unknown) => options.logger.warn({ err: error }, 'could not renew provider-limit holds'));
-    },
-    Math.max(50, Math.floor(options.entryTtlMs / 3)),
-  );
+        .sweep(lastSweep)
+        .catch((error: unknown) => options.logger.warn({ err: error }, 'could not sweep provider-limit state'));
+    }
+  }, renewEveryMs);
   timer.unref();
 
   return {
@@ -141,6 +148,11 @@ export function createKeyLimiter(options: KeyLimiterOptions): KeyLimiter {
         return {
           refusal: { key: batch.key, limits, limitedBy: grant.limitedBy ?? 'concurrency', waitMs: grant.waitMs },
         };
+      }
+      if (noted.get(batch.operationId)?.limitedBy === 'concurrency') {
+        // Its note said it waits for the key's batches to end: it runs again.
+        noted.delete(batch.operationId);
+        await clearThrottled(options.db, batch.operationId).catch(() => {});
       }
       const held = limits.concurrency !== undefined;
       if (held) {
@@ -184,23 +196,27 @@ export function createKeyLimiter(options: KeyLimiterOptions): KeyLimiter {
     },
     async park(job, token, operationId, refusal) {
       const now = Date.now();
-      const delayMs = refusal.limitedBy === 'rate' ? refusal.waitMs : options.parkMs;
-      await job.moveToDelayed(now + delayMs, token);
-      if (refusal.limitedBy === 'concurrency') {
-        await store.park(refusal.key, String(job.id), now);
+      const atConcurrency = refusal.limitedBy === 'concurrency';
+      await job.moveToDelayed(now + (atConcurrency ? options.parkMs : refusal.waitMs), token);
+      // The refusal parked the job for the key's next release; one that came before the delay was
+      // set found nothing to promote: look once, and come back at once if there is room.
+      if (atConcurrency && (await store.hasRoom(refusal.key, refusal.limits.concurrency ?? 0, now))) {
+        await job.promote().catch(() => {});
       }
       const last = noted.get(operationId);
-      if (last === undefined || now - last >= NOTE_EVERY_MS) {
+      if (last === undefined || now - last.at >= NOTE_EVERY_MS) {
         if (noted.size >= OVERRIDE_CACHE_MAX) {
           noted.clear();
         }
-        noted.set(operationId, now);
+        noted.set(operationId, { at: now, limitedBy: refusal.limitedBy });
         await noteThrottled(options.db, {
           operationId,
           key: ownKeyOf(refusal.key),
           limitedBy: refusal.limitedBy,
           limits: refusal.limits,
-          untilMs: now + Math.max(NOTE_FOR_MS, refusal.limitedBy === 'rate' ? refusal.waitMs : 0),
+          // At the concurrency a job waits for a batch of the key to end, at most its park time
+          // (the note goes when a batch of it is granted here); at the rate, until its tokens.
+          untilMs: now + (atConcurrency ? options.parkMs : Math.max(NOTE_FOR_MS, refusal.waitMs)),
         }).catch((error: unknown) => options.logger.warn({ err: error }, 'could not note a throttled operation'));
       }
     },

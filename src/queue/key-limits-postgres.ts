@@ -3,10 +3,13 @@
  * schema (token buckets, holds, parked jobs), rows per queue and limit key. A decision is one
  * transaction holding a lock on the key: it reads the bucket and the items held by live holds in
  * one statement, applies domain/key-limits.ts's `grantItems` (no second copy of the rule) and
- * writes the bucket and the hold in one more. UNLOGGED, as Redis without persistence: a crash
- * fills every bucket and frees every hold, which lets at most one burst through.
+ * writes the bucket and the hold (or, refused at the concurrency, the parked job) in one more.
+ * UNLOGGED, as Redis without persistence: a crash fills every bucket and frees every hold, which
+ * lets at most one burst through. Keys are tenants' choice, so each process sweeps what lapsed
+ * (`sweep`) now and then.
  */
 import { grantItems } from '../domain/key-limits.ts';
+import { KEY_LIMIT_BOUNDS } from '../domain/limit-overrides.ts';
 import { queueLockSubject } from '../store/db/lock-keys.ts';
 import type { KeyLimitStore } from './key-limit-store.ts';
 import type { SqlRunner } from './postgres-counters.ts';
@@ -80,6 +83,15 @@ export function postgresKeyLimitStore(runner: SqlRunner, schema: string, queue: 
           request.want,
           request.now,
         );
+        if (grant.limitedBy === 'concurrency') {
+          // Parked in the same transaction as the refusal: a release from now on wakes it.
+          await tx.query(
+            `INSERT INTO ${t.parked} (queue, key, job_id, parked_at_ms) VALUES ($1, $2, split_part($3, ' ', 1), $4)
+             ON CONFLICT (queue, key, job_id) DO UPDATE SET parked_at_ms = EXCLUDED.parked_at_ms`,
+            [queue, request.key, request.member, request.now],
+          );
+          return grant;
+        }
         const bucket = request.limits.rate ? grant.bucket : undefined;
         const hold = request.limits.concurrency !== undefined && grant.items > 0;
         if (bucket || hold) {
@@ -138,11 +150,21 @@ export function postgresKeyLimitStore(runner: SqlRunner, schema: string, queue: 
         [queue, expiry, holds.map((hold) => hold.key), holds.map((hold) => hold.member)],
       );
     },
-    async park(key, jobId, now) {
+    async hasRoom(key, concurrency, now) {
+      const { rows } = await runner.query(
+        `SELECT coalesce(sum(items), 0)::int AS held FROM ${t.hold} WHERE queue = $1 AND key = $2 AND expires_at_ms > $3`,
+        [queue, key, now],
+      );
+      return Number(rows[0]?.held ?? 0) < concurrency;
+    },
+    async sweep(now) {
+      // A bucket idle for two of the longest intervals is full again; a lapsed hold counts for
+      // nothing; a parked row older than any park time belongs to a job long woken or gone.
       await runner.query(
-        `INSERT INTO ${t.parked} (queue, key, job_id, parked_at_ms) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (queue, key, job_id) DO UPDATE SET parked_at_ms = EXCLUDED.parked_at_ms`,
-        [queue, key, jobId, now],
+        `WITH buckets AS (DELETE FROM ${t.bucket} WHERE queue = $1 AND at_ms < $2::bigint - $3::bigint),
+              holds AS (DELETE FROM ${t.hold} WHERE queue = $1 AND expires_at_ms < $2::bigint)
+         DELETE FROM ${t.parked} WHERE queue = $1 AND parked_at_ms < $2::bigint - $3::bigint`,
+        [queue, now, 2 * KEY_LIMIT_BOUNDS.intervalMs.max],
       );
     },
   };

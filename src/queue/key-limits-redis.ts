@@ -17,8 +17,9 @@ export function keyLimitKeys(prefix: string, operationType: string, key: string)
 
 /**
  * KEYS: bucket, holds, items, parked. ARGV: now, member (`<job id> <batch>`), want, rate max
- * (0: none), rate interval ms, concurrency (0: none), expiry. Returns {items, wait ms, limited
- * by}; the job is no longer parked.
+ * (0: none), rate interval ms, concurrency (0: none), expiry, parked-set ttl. Returns {items,
+ * wait ms, limited by}. A job refused at the concurrency is put in the parked set (for the next
+ * release to wake); one granted is taken out of it.
  * The rule is domain/key-limits.ts's grantItems; keep the two equivalent.
  */
 export const KEY_ACQUIRE_LUA = `
@@ -43,6 +44,9 @@ if conc > 0 then
   end
   items = math.min(items, math.max(0, conc - held))
   if items == 0 then
+    -- Parked here, atomically with the refusal: a release from now on wakes it.
+    redis.call('ZADD', KEYS[4], now, string.match(member, '^(%S+)'))
+    redis.call('PEXPIRE', KEYS[4], tonumber(ARGV[8]))
     return {0, 0, 'concurrency'}
   end
 end
@@ -148,6 +152,7 @@ export function redisKeyLimitStore(options: {
         request.limits.rate?.intervalMs ?? 1,
         request.limits.concurrency ?? 0,
         request.expiry,
+        PARKED_TTL_MS,
       );
       return {
         items: Number(items),
@@ -183,9 +188,17 @@ export function redisKeyLimitStore(options: {
       }
       await pipeline.exec();
     },
-    async park(key, jobId, now) {
+    async hasRoom(key, concurrency, now) {
       const keys = keysOf(key);
-      await redis().pipeline().zadd(keys.parked, now, jobId).pexpire(keys.parked, PARKED_TTL_MS).exec();
+      const live = await redis().zrangebyscore(keys.holds, `(${now}`, '+inf');
+      if (live.length === 0) {
+        return true;
+      }
+      const items = await redis().hmget(keys.items, ...live);
+      return items.reduce((sum, n) => sum + Number(n ?? 0), 0) < concurrency;
+    },
+    async sweep() {
+      // Redis expires what is left behind by itself (the bucket's and the parked set's TTLs).
     },
   };
 }

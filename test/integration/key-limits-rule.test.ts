@@ -181,6 +181,30 @@ describe('provider limits: both stores apply the rule', () => {
     );
   });
 
+  it('sweeps the Postgres state that keys of tenants leave behind', async () => {
+    const store = postgresKeyLimitStore(runner, schema, 'batches-sweep');
+    const limits = { rate: { max: 5, intervalMs: 1000 }, concurrency: 1 };
+    const now = Date.now();
+    for (const key of ['org-x:acct-1', 'org-x:acct-2']) {
+      await store.acquire({ key, member: 'a 1', want: 1, limits, now, expiry: now + 60_000 });
+      await store.acquire({ key, member: 'b 1', want: 1, limits, now, expiry: now + 60_000 });
+    }
+    const rows = async () => {
+      const counts = await pool.query<{ n: number }>(
+        `SELECT ((SELECT count(*) FROM ${quoteSchema(schema)}.opspad_limit_bucket WHERE queue = 'batches-sweep')
+              + (SELECT count(*) FROM ${quoteSchema(schema)}.opspad_limit_hold WHERE queue = 'batches-sweep')
+              + (SELECT count(*) FROM ${quoteSchema(schema)}.opspad_limit_parked WHERE queue = 'batches-sweep'))::int AS n`,
+      );
+      return counts.rows[0]?.n;
+    };
+    // Two buckets, two holds, two parked jobs.
+    expect(await rows()).toBe(6);
+    await store.sweep(now);
+    expect(await rows()).toBe(6);
+    await store.sweep(now + 3 * 3_600_000);
+    expect(await rows()).toBe(0);
+  });
+
   it('hands a job parked at the concurrency back to the release that frees room, once', async () => {
     for (const [name, store] of stores()) {
       const key = `org-${randomUUID()}`;
@@ -190,8 +214,10 @@ describe('provider limits: both stores apply the rule', () => {
       expect(first.items, name).toBe(2);
       const refused = await store.acquire({ key, member: 'b 1', want: 1, limits, now, expiry: now + 60_000 });
       expect(refused, name).toMatchObject({ items: 0, limitedBy: 'concurrency' });
-      await store.park(key, 'b', now);
+      expect(await store.hasRoom(key, 2, now), name).toBe(false);
+      // The refusal parked job b: the release wakes it.
       expect(await store.release(key, 'a 1'), name).toBe('b');
+      expect(await store.hasRoom(key, 2, now), name).toBe(true);
       expect(await store.release(key, 'a 1'), name).toBeUndefined();
       // A hold that lapsed (its process died) counts for nothing.
       await store.acquire({ key, member: 'c 1', want: 2, limits, now, expiry: now + 10 });

@@ -38,6 +38,11 @@ export async function noteThrottled(db: Queryable, note: ThrottleNote): Promise<
   );
 }
 
+/** The operation's work runs again (it waited at its key's concurrency): no longer throttled. */
+export async function clearThrottled(db: Queryable, operationId: string): Promise<void> {
+  await db.query('DELETE FROM operation_throttle WHERE operation_id = $1', [operationId]);
+}
+
 /** The throttled state of the scope's operations among `operationIds` (in force now only). */
 export async function throttlesOf(
   db: Queryable,

@@ -46,7 +46,8 @@ export interface WaitingOrganizations {
  */
 export async function listWaitingOrganizations(db: Queryable, query: WaitingWorkQuery): Promise<WaitingOrganizations> {
   const rows = await db.query<{ organization_id: string; lanes: number; weight: number }>(
-    `SELECT o.organization_id,
+    `SELECT * FROM (
+     SELECT o.organization_id,
             coalesce(sum(least(coalesce((o.state_json->>'max_parallel_batches')::int, $4::int),
                                ceil((o.total_items - (o.state_json->>'cursor')::int)::numeric
                                     / greatest(1, coalesce($3::int, (o.state_json->>'batch_size')::int)))))
@@ -59,6 +60,9 @@ export async function listWaitingOrganizations(db: Queryable, query: WaitingWork
      WHERE o.status = 'active' AND o.operation_type = $1 AND o.state_json->>'execution' = 'background'
        AND coalesce(o.state_json->>'queue_prefix', $2) = $2
      GROUP BY o.organization_id
+     ) fleet
+     -- Cut beyond the limit, those with work waiting are kept first.
+     ORDER BY lanes > 0 DESC
      LIMIT ${MAX_WAITING_ORGANIZATIONS}`,
     [
       query.operationType,

@@ -347,7 +347,7 @@ export async function finishedBulkActionsDue(db: Queryable, afterMs: number, lim
   return rows.map((row) => row.id);
 }
 
-/** Deletes a bulk action and its targets (by cascade); returns the targets deleted. */
+/** Deletes a bulk action and its targets; returns the targets deleted. */
 export async function deleteBulkAction(tx: Queryable, id: string): Promise<number> {
   const rows = await tx.query<{ n: number }>(
     `WITH gone AS (DELETE FROM operator_bulk_action_target WHERE bulk_action_id = $1 RETURNING 1),
