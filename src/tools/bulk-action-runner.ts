@@ -143,7 +143,12 @@ export function bulkActionRunner(deps: {
     // A resume looks at its conversation's active operation just before it applies: one at a
     // time, so that each sees the resumes before it.
     const lanes = record.action === 'resume' ? 1 : BULK_LANES;
-    await Promise.all(Array.from({ length: lanes }, () => lane(id, record.action)));
+    // Every lane to its end, even when one fails: the run (and so stop()) covers the others.
+    const settled = await Promise.allSettled(Array.from({ length: lanes }, () => lane(id, record.action)));
+    const failed = settled.find((lane) => lane.status === 'rejected');
+    if (failed) {
+      throw failed.reason;
+    }
     if (!stopped && (await finishBulkActionIfDone(db, id))) {
       logger.info({ bulk_action_id: id }, 'bulk action done');
     }

@@ -3,11 +3,26 @@
  * created or changed; the confirmation page escapes what it shows), after a restart (an action a
  * stopped server left running is finished by the next one, which settles the claim it left from
  * the operation's audit trail instead of applying it twice), and on the embedded database.
+ *
+ * Then the runner as one of several servers, on a database of its own (the run's is swept by
+ * every other file's servers): a lane that fails leaves the others tracked, so stop() waits for
+ * them.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, describe, expect, it } from 'vitest';
-import { createBulkAction, createOperation, pauseOperation } from '../../src/store/index.ts';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BulkFilter } from '../../src/domain/bulk-action.ts';
+import {
+  createApiKey,
+  createBulkAction,
+  createOperation,
+  type OpspadDatabase,
+  pauseOperation,
+} from '../../src/store/index.ts';
+import { bulkActionRunner } from '../../src/tools/bulk-action-runner.ts';
+import { createToolRegistry, type ToolRegistry } from '../../src/tools/registry.ts';
 import { type Harness, ids, newStoreOperation, openTestDatabase, startHarness } from '../helpers/harness.ts';
+import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
 import { eventually } from '../helpers/wait.ts';
 
 type Json = Record<string, unknown>;
@@ -165,5 +180,97 @@ describe('bulk actions, read-only and after a restart', () => {
       { status: 'cancelled', events: 1 },
       { status: 'cancelled', events: 1 },
     ]);
+  });
+});
+
+describe('bulk actions on several servers', () => {
+  let database: PrivateDatabase;
+  let db: OpspadDatabase;
+  let tools: ToolRegistry;
+  let organizationId: string;
+  /** What the runners logged at warn and above. */
+  const logged: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
+
+  beforeAll(async () => {
+    database = await privatePostgresDatabase('bulk');
+    db = await openTestDatabase('postgres', database.url);
+    tools = createToolRegistry({ db, maxItems: 10, hasHandler: () => false, reciteBudget: 4000 });
+    organizationId = (await createApiKey(db, `org-${randomUUID()}`)).organization_id;
+  });
+  afterAll(async () => {
+    await db?.close();
+    await database?.drop();
+  });
+
+  /** An assistant operation of `type` in `conversationId` (a new conversation by default). */
+  const operation = async (type: string, conversationId: string = randomUUID()) =>
+    (
+      await createOperation(
+        db,
+        { organizationId, conversationId },
+        {
+          operationType: type,
+          itemIds: ids(2),
+          batchSize: 2,
+          queryParams: null,
+          notes: null,
+          execution: 'assistant',
+          actor: 'test',
+        },
+      )
+    ).operation.id;
+  const action = (name: 'pause' | 'resume' | 'cancel', filter: BulkFilter) =>
+    createBulkAction(db, { action: name, filter, actor: 'operator:admin', maxOperations: 10 });
+  const targetStates = async (id: string) =>
+    (
+      await db.query<{ state: string }>(
+        'SELECT state FROM operator_bulk_action_target WHERE bulk_action_id = $1 ORDER BY state',
+        [id],
+      )
+    ).map((t) => t.state);
+
+  it('keeps the other lanes of an action tracked when one fails, so stop() waits for them', async () => {
+    const type = `lanes_${randomUUID().slice(0, 8)}`;
+    for (let i = 0; i < 4; i++) {
+      await operation(type);
+    }
+    // A cancel claims one operation per lane: four lanes, one each.
+    const cancel = await action('cancel', { type });
+    let calls = 0;
+    let inFlight = 0;
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    // The first call fails as a lost connection would; the others wait at the gate.
+    const failing: ToolRegistry = {
+      ...tools,
+      async execute(name, input, ctx) {
+        calls += 1;
+        if (calls === 1) {
+          throw new Error('connection terminated unexpectedly');
+        }
+        inFlight += 1;
+        try {
+          await gate;
+          return await tools.execute(name, input, ctx);
+        } finally {
+          inFlight -= 1;
+        }
+      },
+    };
+    const runner = bulkActionRunner({ db, tools: failing, logger });
+    runner.run(cancel.id);
+    await eventually(async () => (calls === 4 && inFlight === 3 ? true : undefined), {
+      what: 'one lane failed and three at the gate',
+    });
+    const stopping = runner.stop();
+    open();
+    await stopping;
+    // Nothing is still being applied once stop() resolves: the three lanes were waited for.
+    expect(inFlight).toBe(0);
+    expect(await targetStates(cancel.id)).toEqual(['applied', 'applied', 'applied', 'applying']);
+    expect(logged.join('\n')).toContain('connection terminated unexpectedly');
   });
 });
