@@ -123,14 +123,10 @@ export function bulkActionRunner(deps: {
           }
           next += 1;
           const outcome = await applyTarget(db, tools, id, target);
-          await finishBulkTarget(db, id, target.operation_id, outcome);
+          await finishBulkTarget(db, id, target, outcome);
         }
       } finally {
-        await releaseBulkClaims(
-          db,
-          id,
-          claimed.slice(next).map((t) => t.operation_id),
-        ).catch(() => {});
+        await releaseBulkClaims(db, id, claimed.slice(next)).catch(() => {});
       }
     }
   }

@@ -6,18 +6,24 @@
  *
  * Then the runner as one of several servers, on a database of its own (the run's is swept by
  * every other file's servers): a lane that fails leaves the others tracked, so stop() waits for
- * them.
+ * them; a claim settled as stale and taken by another server is no longer its first server's to
+ * record or release.
  */
 import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BulkFilter } from '../../src/domain/bulk-action.ts';
 import {
+  claimBulkTargets,
   createApiKey,
   createBulkAction,
   createOperation,
+  finishBulkTarget,
+  getBulkAction,
   type OpspadDatabase,
   pauseOperation,
+  releaseBulkClaims,
+  releaseStaleBulkTargets,
 } from '../../src/store/index.ts';
 import { bulkActionRunner } from '../../src/tools/bulk-action-runner.ts';
 import { createToolRegistry, type ToolRegistry } from '../../src/tools/registry.ts';
@@ -272,5 +278,36 @@ describe('bulk actions on several servers', () => {
     expect(inFlight).toBe(0);
     expect(await targetStates(cancel.id)).toEqual(['applied', 'applied', 'applied', 'applying']);
     expect(logged.join('\n')).toContain('connection terminated unexpectedly');
+  });
+
+  it('lets only the server holding a claim record or release it, once another took it over', async () => {
+    const type = `claims_${randomUUID().slice(0, 8)}`;
+    await operation(type);
+    const pause = await action('pause', { type });
+    // Server A claims the operation, then says nothing for longer than a claim lasts.
+    const [first] = await claimBulkTargets(db, pause.id, null, 1);
+    expect(await releaseStaleBulkTargets(db, 0)).toBeGreaterThanOrEqual(1);
+    expect(await targetStates(pause.id)).toEqual(['pending']);
+    // Server B claims it again.
+    const [second] = await claimBulkTargets(db, pause.id, null, 1);
+    if (!first || !second) {
+      throw new Error('the operation was not claimed twice');
+    }
+    expect(second.operation_id).toBe(first.operation_id);
+    // A's late outcome and release change nothing: the claim is B's.
+    await finishBulkTarget(db, pause.id, first, { state: 'skipped', detail: 'too late' });
+    await releaseBulkClaims(db, pause.id, [first]);
+    const [held] = await db.query<{ state: string; detail: string }>(
+      'SELECT state, detail FROM operator_bulk_action_target WHERE bulk_action_id = $1',
+      [pause.id],
+    );
+    expect(held?.state).toBe('applying');
+    expect(held?.detail).toBe(second.claim);
+    expect(second.claim).not.toBe(first.claim);
+    expect(await getBulkAction(db, pause.id)).toMatchObject({ applied: 0, skipped: 0, pending: 1 });
+    // B's outcome is the one recorded, once.
+    await finishBulkTarget(db, pause.id, second, { state: 'applied', detail: null });
+    expect(await targetStates(pause.id)).toEqual(['applied']);
+    expect(await getBulkAction(db, pause.id)).toMatchObject({ applied: 1, skipped: 0, pending: 0 });
   });
 });
