@@ -7,7 +7,7 @@
  * Then the runner as one of several servers, on a database of its own (the run's is swept by
  * every other file's servers): a lane that fails leaves the others tracked, so stop() waits for
  * them; a claim settled as stale and taken by another server is no longer its first server's to
- * record or release.
+ * record or release; a bulk resume never pauses an operation another server has just resumed.
  */
 import { randomUUID } from 'node:crypto';
 import { pino } from 'pino';
@@ -278,6 +278,61 @@ describe('bulk actions on several servers', () => {
     expect(inFlight).toBe(0);
     expect(await targetStates(cancel.id)).toEqual(['applied', 'applied', 'applied', 'applying']);
     expect(logged.join('\n')).toContain('connection terminated unexpectedly');
+  });
+
+  it('skips a resume, on any server, while another operation of its conversation is active', async () => {
+    const conversationId = randomUUID();
+    const scope = { organizationId, conversationId };
+    const x = await operation(`resume_x_${randomUUID().slice(0, 8)}`, conversationId);
+    const yType = `resume_y_${randomUUID().slice(0, 8)}`;
+    // Creating Y pauses X; then Y is paused too.
+    const y = await operation(yType, conversationId);
+    await pauseOperation(db, scope, y, { actor: 'test', reason: 'test', pausedBy: 'operator:test' });
+    const resume = await action('resume', { type: yType });
+    const runner = bulkActionRunner({ db, tools, logger });
+    await db.transaction(async (tx) => {
+      // Another server resuming X, between taking the conversation's lock and committing: this
+      // server's look at the conversation before its resume finds nothing active.
+      await tx.query('SELECT 1 FROM assistant_conversation WHERE organization_id = $1 AND id = $2 FOR UPDATE', [
+        organizationId,
+        conversationId,
+      ]);
+      await tx.query(`UPDATE assistant_operation SET status = 'active' WHERE id = $1`, [x]);
+      runner.run(resume.id);
+      await eventually(
+        async () =>
+          (
+            await db.query(
+              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+            )
+          ).length > 0 || undefined,
+        { what: "the resume of Y waiting for the conversation's lock" },
+      );
+    });
+    const done = await eventually(
+      async () => {
+        const got = await getBulkAction(db, resume.id);
+        return got?.status === 'done' ? got : undefined;
+      },
+      { what: 'the resume done' },
+    );
+    await runner.stop();
+    expect(done).toMatchObject({ matched: 1, applied: 0, skipped: 1 });
+    const [skipped] = await db.query<{ detail: string }>(
+      'SELECT detail FROM operator_bulk_action_target WHERE bulk_action_id = $1',
+      [resume.id],
+    );
+    expect(skipped?.detail).toBe(
+      `operation ${x} is active in its conversation, and resuming this one would pause it; resume it on its own if that is meant`,
+    );
+    const statuses = await db.query<{ id: string; status: string }>(
+      'SELECT id, status FROM assistant_operation WHERE id = ANY($1::uuid[]) ORDER BY status',
+      [[x, y]],
+    );
+    expect(statuses).toEqual([
+      { id: x, status: 'active' },
+      { id: y, status: 'paused' },
+    ]);
   });
 
   it('lets only the server holding a claim record or release it, once another took it over', async () => {

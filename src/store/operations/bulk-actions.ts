@@ -263,18 +263,12 @@ export async function releaseBulkClaims(db: Queryable, id: string, claimed: read
 export interface TargetOperation {
   conversation_id: string;
   status: OperationStatus;
-  /** Another operation active in its conversation (one a resume would pause). */
-  other_active_id: string | null;
 }
 
-/** The target's operation now (null when it is gone): its primary key and the one-active index. */
+/** The target's operation now (null when it is gone): its primary key. */
 export async function targetOperation(db: Queryable, target: ClaimedTarget): Promise<TargetOperation | null> {
   const [row] = await db.query<TargetOperation>(
-    `SELECT o.conversation_id, o.status,
-       (SELECT x.id FROM assistant_operation x
-        WHERE x.conversation_id = o.conversation_id AND x.organization_id = o.organization_id
-          AND x.status = 'active' AND x.id <> o.id) AS other_active_id
-     FROM assistant_operation o WHERE o.id = $1 AND o.organization_id = $2`,
+    `SELECT o.conversation_id, o.status FROM assistant_operation o WHERE o.id = $1 AND o.organization_id = $2`,
     [target.operation_id, target.organization_id],
   );
   return row ?? null;
