@@ -34,4 +34,18 @@ describe('BulkFilter', () => {
       }),
     ).toEqual({ org: 'acme', created_after: '2026-01-01T00:00:00+01:00', created_before: '2026-01-01T00:00:00Z' });
   });
+
+  it('refuses the ISO times that Postgres cannot read, naming the field, and takes the edges it can', () => {
+    const refused = (created_before: string) =>
+      BulkFilter.safeParse({ created_before }).error?.issues.map((i) => [i.path.join('.'), i.message]);
+    expect(refused('0000-01-01T00:00:00Z')).toEqual([
+      ['created_before', 'has year 0000, which does not exist: give a year from 0001 to 9999'],
+    ]);
+    expect(refused('2026-01-01T00:00:00+16:00')).toEqual([
+      ['created_before', 'has an offset of 16 hours or more: give an offset from -15:59 to +15:59 (e.g. Z or +01:00)'],
+    ]);
+    for (const edge of ['0001-01-01T00:00:00+01:00', '9999-12-31T23:59:59-15:59', '2026-01-01T00:00:00+15:59']) {
+      expect(refused(edge), edge).toBeUndefined();
+    }
+  });
 });

@@ -26,10 +26,22 @@ const text = (max: number, what: string) =>
     .min(1, `must be ${what}, or left out`)
     .max(max, `must be at most ${max} characters`);
 
-/** An instant an operator filters operations' creation by (the view's list, a bulk action). */
+/** An ISO time's offset hours (`+05:30` → 5), 0 for `Z`. */
+const offsetHours = (iso: string) => Number(/[+-](\d{2}):\d{2}$/.exec(iso)?.[1] ?? 0);
+
+/**
+ * An instant an operator filters operations' creation by (the view's list, a bulk action). Zod's
+ * ISO times take year 0000 and offsets up to ±23:59, which Postgres's timestamptz refuses (an
+ * error of the statement, not of the input): those are refused here, naming the field.
+ */
 export const instant = (what: string) =>
   z.iso
     .datetime({ offset: true, error: `must be an ISO 8601 time with its offset (e.g. 2026-01-31T12:00:00Z), ${what}` })
+    .refine((iso) => !iso.startsWith('0000-'), 'has year 0000, which does not exist: give a year from 0001 to 9999')
+    .refine(
+      (iso) => offsetHours(iso) < 16,
+      'has an offset of 16 hours or more: give an offset from -15:59 to +15:59 (e.g. Z or +01:00)',
+    )
     .optional();
 
 /**

@@ -67,12 +67,6 @@ async function applyTarget(db: Database, tools: ToolRegistry, id: string, target
   if (skip) {
     return { state: 'skipped', detail: skip };
   }
-  if (action === 'resume' && op.other_active_id) {
-    return {
-      state: 'skipped',
-      detail: `operation ${op.other_active_id} is active in its conversation, and resuming this one would pause it; resume it on its own if that is meant`,
-    };
-  }
   try {
     await tools.execute(
       OPERATION_TOOL_NAME,
@@ -81,6 +75,9 @@ async function applyTarget(db: Database, tools: ToolRegistry, id: string, target
         scope: { organizationId: target.organization_id, conversationId: op.conversation_id },
         actor: target.actor,
         eventData: { bulk_action_id: id },
+        // Another operation active in the conversation (another server may have resumed it just
+        // now) makes the resume refuse, under the conversation's lock: a skip, never a pause of it.
+        resumeOnlyIfNoneActive: true,
       },
     );
     return { state: 'applied', detail: null };
@@ -123,14 +120,10 @@ export function bulkActionRunner(deps: {
           }
           next += 1;
           const outcome = await applyTarget(db, tools, id, target);
-          await finishBulkTarget(db, id, target.operation_id, outcome);
+          await finishBulkTarget(db, id, target, outcome);
         }
       } finally {
-        await releaseBulkClaims(
-          db,
-          id,
-          claimed.slice(next).map((t) => t.operation_id),
-        ).catch(() => {});
+        await releaseBulkClaims(db, id, claimed.slice(next)).catch(() => {});
       }
     }
   }
@@ -140,10 +133,15 @@ export function bulkActionRunner(deps: {
     if (record?.status !== 'running') {
       return;
     }
-    // A resume looks at its conversation's active operation just before it applies: one at a
-    // time, so that each sees the resumes before it.
+    // Resumes one at a time: of two operations of one conversation, the first by id is resumed
+    // and the other skipped (the resume's own transaction refuses it, on any server).
     const lanes = record.action === 'resume' ? 1 : BULK_LANES;
-    await Promise.all(Array.from({ length: lanes }, () => lane(id, record.action)));
+    // Every lane to its end, even when one fails: the run (and so stop()) covers the others.
+    const settled = await Promise.allSettled(Array.from({ length: lanes }, () => lane(id, record.action)));
+    const failed = settled.find((lane) => lane.status === 'rejected');
+    if (failed) {
+      throw failed.reason;
+    }
     if (!stopped && (await finishBulkActionIfDone(db, id))) {
       logger.info({ bulk_action_id: id }, 'bulk action done');
     }

@@ -63,6 +63,8 @@ export interface ToolCallContext {
   executionId?: string;
   /** More for the data of the audit event a pause, resume, cancel or retry writes (a bulk action's id). */
   eventData?: Record<string, unknown>;
+  /** A resume refuses (conflict) while another operation of the conversation is active (a bulk resume). */
+  resumeOnlyIfNoneActive?: boolean;
 }
 
 /** The JSON a tool call answers with. */
@@ -381,6 +383,7 @@ export async function executeOperationTool(
         actor: ctx.actor,
         maxActiveBackground: deps.maxActiveBackground,
         eventData: ctx.eventData,
+        onlyIfNoneActive: ctx.resumeOnlyIfNoneActive,
       });
       await deps.onActivated?.(operation);
       return { ...operationSummary(operation), ...counts, paused_operation_id: pausedOperationId };

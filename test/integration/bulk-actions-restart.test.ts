@@ -3,11 +3,32 @@
  * created or changed; the confirmation page escapes what it shows), after a restart (an action a
  * stopped server left running is finished by the next one, which settles the claim it left from
  * the operation's audit trail instead of applying it twice), and on the embedded database.
+ *
+ * Then the runner as one of several servers, on a database of its own (the run's is swept by
+ * every other file's servers): a lane that fails leaves the others tracked, so stop() waits for
+ * them; a claim settled as stale and taken by another server is no longer its first server's to
+ * record or release; a bulk resume never pauses an operation another server has just resumed.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, describe, expect, it } from 'vitest';
-import { createBulkAction, createOperation, pauseOperation } from '../../src/store/index.ts';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BulkFilter } from '../../src/domain/bulk-action.ts';
+import {
+  claimBulkTargets,
+  createApiKey,
+  createBulkAction,
+  createOperation,
+  finishBulkTarget,
+  getBulkAction,
+  type OpspadDatabase,
+  pauseOperation,
+  releaseBulkClaims,
+  releaseStaleBulkTargets,
+} from '../../src/store/index.ts';
+import { bulkActionRunner } from '../../src/tools/bulk-action-runner.ts';
+import { createToolRegistry, type ToolRegistry } from '../../src/tools/registry.ts';
 import { type Harness, ids, newStoreOperation, openTestDatabase, startHarness } from '../helpers/harness.ts';
+import { type PrivateDatabase, privatePostgresDatabase } from '../helpers/private-database.ts';
 import { eventually } from '../helpers/wait.ts';
 
 type Json = Record<string, unknown>;
@@ -165,5 +186,183 @@ describe('bulk actions, read-only and after a restart', () => {
       { status: 'cancelled', events: 1 },
       { status: 'cancelled', events: 1 },
     ]);
+  });
+});
+
+describe('bulk actions on several servers', () => {
+  let database: PrivateDatabase;
+  let db: OpspadDatabase;
+  let tools: ToolRegistry;
+  let organizationId: string;
+  /** What the runners logged at warn and above. */
+  const logged: string[] = [];
+  const logger = pino({ level: 'warn' }, { write: (line: string) => logged.push(line) });
+
+  beforeAll(async () => {
+    database = await privatePostgresDatabase('bulk');
+    db = await openTestDatabase('postgres', database.url);
+    tools = createToolRegistry({ db, maxItems: 10, hasHandler: () => false, reciteBudget: 4000 });
+    organizationId = (await createApiKey(db, `org-${randomUUID()}`)).organization_id;
+  });
+  afterAll(async () => {
+    await db?.close();
+    await database?.drop();
+  });
+
+  /** An assistant operation of `type` in `conversationId` (a new conversation by default). */
+  const operation = async (type: string, conversationId: string = randomUUID()) =>
+    (
+      await createOperation(
+        db,
+        { organizationId, conversationId },
+        {
+          operationType: type,
+          itemIds: ids(2),
+          batchSize: 2,
+          queryParams: null,
+          notes: null,
+          execution: 'assistant',
+          actor: 'test',
+        },
+      )
+    ).operation.id;
+  const action = (name: 'pause' | 'resume' | 'cancel', filter: BulkFilter) =>
+    createBulkAction(db, { action: name, filter, actor: 'operator:admin', maxOperations: 10 });
+  const targetStates = async (id: string) =>
+    (
+      await db.query<{ state: string }>(
+        'SELECT state FROM operator_bulk_action_target WHERE bulk_action_id = $1 ORDER BY state',
+        [id],
+      )
+    ).map((t) => t.state);
+
+  it('keeps the other lanes of an action tracked when one fails, so stop() waits for them', async () => {
+    const type = `lanes_${randomUUID().slice(0, 8)}`;
+    for (let i = 0; i < 4; i++) {
+      await operation(type);
+    }
+    // A cancel claims one operation per lane: four lanes, one each.
+    const cancel = await action('cancel', { type });
+    let calls = 0;
+    let inFlight = 0;
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    // The first call fails as a lost connection would; the others wait at the gate.
+    const failing: ToolRegistry = {
+      ...tools,
+      async execute(name, input, ctx) {
+        calls += 1;
+        if (calls === 1) {
+          throw new Error('connection terminated unexpectedly');
+        }
+        inFlight += 1;
+        try {
+          await gate;
+          return await tools.execute(name, input, ctx);
+        } finally {
+          inFlight -= 1;
+        }
+      },
+    };
+    const runner = bulkActionRunner({ db, tools: failing, logger });
+    runner.run(cancel.id);
+    await eventually(async () => (calls === 4 && inFlight === 3 ? true : undefined), {
+      what: 'one lane failed and three at the gate',
+    });
+    const stopping = runner.stop();
+    open();
+    await stopping;
+    // Nothing is still being applied once stop() resolves: the three lanes were waited for.
+    expect(inFlight).toBe(0);
+    expect(await targetStates(cancel.id)).toEqual(['applied', 'applied', 'applied', 'applying']);
+    expect(logged.join('\n')).toContain('connection terminated unexpectedly');
+  });
+
+  it('skips a resume, on any server, while another operation of its conversation is active', async () => {
+    const conversationId = randomUUID();
+    const scope = { organizationId, conversationId };
+    const x = await operation(`resume_x_${randomUUID().slice(0, 8)}`, conversationId);
+    const yType = `resume_y_${randomUUID().slice(0, 8)}`;
+    // Creating Y pauses X; then Y is paused too.
+    const y = await operation(yType, conversationId);
+    await pauseOperation(db, scope, y, { actor: 'test', reason: 'test', pausedBy: 'operator:test' });
+    const resume = await action('resume', { type: yType });
+    const runner = bulkActionRunner({ db, tools, logger });
+    await db.transaction(async (tx) => {
+      // Another server resuming X, between taking the conversation's lock and committing: this
+      // server's look at the conversation before its resume finds nothing active.
+      await tx.query('SELECT 1 FROM assistant_conversation WHERE organization_id = $1 AND id = $2 FOR UPDATE', [
+        organizationId,
+        conversationId,
+      ]);
+      await tx.query(`UPDATE assistant_operation SET status = 'active' WHERE id = $1`, [x]);
+      runner.run(resume.id);
+      await eventually(
+        async () =>
+          (
+            await db.query(
+              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+            )
+          ).length > 0 || undefined,
+        { what: "the resume of Y waiting for the conversation's lock" },
+      );
+    });
+    const done = await eventually(
+      async () => {
+        const got = await getBulkAction(db, resume.id);
+        return got?.status === 'done' ? got : undefined;
+      },
+      { what: 'the resume done' },
+    );
+    await runner.stop();
+    expect(done).toMatchObject({ matched: 1, applied: 0, skipped: 1 });
+    const [skipped] = await db.query<{ detail: string }>(
+      'SELECT detail FROM operator_bulk_action_target WHERE bulk_action_id = $1',
+      [resume.id],
+    );
+    expect(skipped?.detail).toBe(
+      `operation ${x} is active in its conversation, and resuming this one would pause it; resume it on its own if that is meant`,
+    );
+    const statuses = await db.query<{ id: string; status: string }>(
+      'SELECT id, status FROM assistant_operation WHERE id = ANY($1::uuid[]) ORDER BY status',
+      [[x, y]],
+    );
+    expect(statuses).toEqual([
+      { id: x, status: 'active' },
+      { id: y, status: 'paused' },
+    ]);
+  });
+
+  it('lets only the server holding a claim record or release it, once another took it over', async () => {
+    const type = `claims_${randomUUID().slice(0, 8)}`;
+    await operation(type);
+    const pause = await action('pause', { type });
+    // Server A claims the operation, then says nothing for longer than a claim lasts.
+    const [first] = await claimBulkTargets(db, pause.id, null, 1);
+    expect(await releaseStaleBulkTargets(db, 0)).toBeGreaterThanOrEqual(1);
+    expect(await targetStates(pause.id)).toEqual(['pending']);
+    // Server B claims it again.
+    const [second] = await claimBulkTargets(db, pause.id, null, 1);
+    if (!first || !second) {
+      throw new Error('the operation was not claimed twice');
+    }
+    expect(second.operation_id).toBe(first.operation_id);
+    // A's late outcome and release change nothing: the claim is B's.
+    await finishBulkTarget(db, pause.id, first, { state: 'skipped', detail: 'too late' });
+    await releaseBulkClaims(db, pause.id, [first]);
+    const [held] = await db.query<{ state: string; detail: string }>(
+      'SELECT state, detail FROM operator_bulk_action_target WHERE bulk_action_id = $1',
+      [pause.id],
+    );
+    expect(held?.state).toBe('applying');
+    expect(held?.detail).toBe(second.claim);
+    expect(second.claim).not.toBe(first.claim);
+    expect(await getBulkAction(db, pause.id)).toMatchObject({ applied: 0, skipped: 0, pending: 1 });
+    // B's outcome is the one recorded, once.
+    await finishBulkTarget(db, pause.id, second, { state: 'applied', detail: null });
+    expect(await targetStates(pause.id)).toEqual(['applied']);
+    expect(await getBulkAction(db, pause.id)).toMatchObject({ applied: 1, skipped: 0, pending: 0 });
   });
 });

@@ -186,6 +186,11 @@ describe.each(QUEUE_BACKENDS)('bulk actions (%s queue)', (queue) => {
       [{ action: 'pause', filter: {} }, 400, 'give at least one of org'],
       [{ action: 'pause', filter: { org: orgA, created_after: 'yesterday' } }, 400, 'filter.created_after'],
       [
+        { action: 'pause', filter: { org: orgA, created_before: '0000-01-01T00:00:00Z' } },
+        400,
+        'filter.created_before: has year 0000',
+      ],
+      [
         { action: 'pause', filter: { org: orgA } },
         400,
         'matches 5 operations, more than the 4 one bulk action takes (OPSPAD_MAX_BULK_OPERATIONS)',
@@ -200,6 +205,12 @@ describe.each(QUEUE_BACKENDS)('bulk actions (%s queue)', (queue) => {
       const refused = await admin('/admin/bulk-actions', body);
       expect(refused.status, JSON.stringify(body)).toBe(status);
       expect(JSON.stringify(refused.body)).toContain(names);
+    }
+    // ISO times Postgres's timestamptz refuses: a 400 from the preview too, not the statement's 500.
+    for (const created_before of ['0000-01-01T00:00:00Z', '2026-01-01T00:00:00+16:00']) {
+      const preview = await admin('/admin/bulk-actions/preview', { action: 'pause', filter: { created_before } });
+      expect(preview.status, created_before).toBe(400);
+      expect(JSON.stringify(preview.body)).toContain('filter.created_before: has');
     }
     const notJson = await admin('/admin/bulk-actions', 'action=pause', { 'content-type': 'text/plain' });
     expect(notJson.status).toBe(400);

@@ -192,6 +192,15 @@ describe('the operator view (postgres)', () => {
     const bad = await admin(`/admin/operations?created_after=yesterday`);
     expect(bad.status).toBe(400);
     expect(await bad.text()).toContain('created_after');
+    // ISO times Postgres's timestamptz refuses: a 400 naming the field, not the statement's 500.
+    for (const [query, says] of [
+      ['created_before=0000-01-01T00:00:00Z', 'created_before: has year 0000'],
+      [`created_after=${encodeURIComponent('2026-01-01T00:00:00+16:00')}`, 'created_after: has an offset of 16 hours'],
+    ]) {
+      const refused = await admin(`/admin/operations?${query}`);
+      expect(refused.status, query).toBe(400);
+      expect(await refused.text()).toContain(says);
+    }
   });
 
   it('pages honestly: how many, where, newer and older, in an order that status changes do not move', async () => {

@@ -9,7 +9,9 @@
  * transaction; a claim left `applying` by a server that stopped is settled by that event: there,
  * applied; absent, pending again ({@link releaseStaleBulkTargets}), unless a transaction holds the
  * operation's row (a long cancel or retry still running). So each operation is changed at most
- * once by an action. While applying, the target's detail holds the claim's time.
+ * once by an action. While applying, the target's detail holds the claim: its time and a random
+ * token (`<time> claim <uuid>`). The outcome and the release of a claim match that token, so a
+ * server whose claim was settled and taken by another cannot record or release the other's.
  *
  * Costs: the preview and the creation scan the matching operations once (the operator view's
  * filter, operator-view-repo.ts); a claim and an outcome are O(1) statements on the targets'
@@ -203,7 +205,12 @@ export interface ClaimedTarget {
   actor: string;
   operation_id: string;
   organization_id: string;
+  /** The claim's token (the target's detail while it is applying): its outcome and release name it. */
+  claim: string;
 }
+
+/** The time in a claim's detail (`<time> claim <uuid>`; a claim of older servers is the time alone). */
+const CLAIMED_AT = `split_part(t.detail, ' claim ', 1)::timestamptz`;
 
 /**
  * Claims up to `limit` pending targets of a running action (pending → applying), the first by
@@ -226,10 +233,11 @@ export async function claimBulkTargets(
        ORDER BY t.operation_id LIMIT $3
        FOR UPDATE OF t SKIP LOCKED),
      claimed AS (
-       UPDATE operator_bulk_action_target t SET state = 'applying', detail = now()::text
+       UPDATE operator_bulk_action_target t
+       SET state = 'applying', detail = now()::text || ' claim ' || gen_random_uuid()::text
        FROM next WHERE t.bulk_action_id = next.bulk_action_id AND t.operation_id = next.operation_id
-       RETURNING t.operation_id, t.organization_id)
-     SELECT a.action, a.actor, c.operation_id, c.organization_id
+       RETURNING t.operation_id, t.organization_id, t.detail AS claim)
+     SELECT a.action, a.actor, c.operation_id, c.organization_id, c.claim
      FROM claimed c JOIN operator_bulk_action a ON a.id = $1
      ORDER BY c.operation_id`,
     // The nil UUID sorts first: a range of the primary key either way.
@@ -237,15 +245,17 @@ export async function claimBulkTargets(
   );
 }
 
-/** Puts claimed targets a stopping runner did not apply back to pending. */
-export async function releaseBulkClaims(db: Queryable, id: string, operationIds: readonly string[]): Promise<void> {
-  if (operationIds.length === 0) {
+/** Puts claimed targets a stopping runner did not apply back to pending, while the claims are its own. */
+export async function releaseBulkClaims(db: Queryable, id: string, claimed: readonly ClaimedTarget[]): Promise<void> {
+  if (claimed.length === 0) {
     return;
   }
   await db.query(
-    `UPDATE operator_bulk_action_target SET state = 'pending', detail = NULL
-     WHERE bulk_action_id = $1 AND operation_id = ANY($2::uuid[]) AND state = 'applying'`,
-    [id, operationIds],
+    `UPDATE operator_bulk_action_target t SET state = 'pending', detail = NULL
+     FROM unnest($2::uuid[], $3::text[]) AS c(operation_id, claim)
+     WHERE t.bulk_action_id = $1 AND t.operation_id = c.operation_id AND t.state = 'applying'
+       AND t.detail = c.claim`,
+    [id, claimed.map((t) => t.operation_id), claimed.map((t) => t.claim)],
   );
 }
 
@@ -253,41 +263,38 @@ export async function releaseBulkClaims(db: Queryable, id: string, operationIds:
 export interface TargetOperation {
   conversation_id: string;
   status: OperationStatus;
-  /** Another operation active in its conversation (one a resume would pause). */
-  other_active_id: string | null;
 }
 
-/** The target's operation now (null when it is gone): its primary key and the one-active index. */
+/** The target's operation now (null when it is gone): its primary key. */
 export async function targetOperation(db: Queryable, target: ClaimedTarget): Promise<TargetOperation | null> {
   const [row] = await db.query<TargetOperation>(
-    `SELECT o.conversation_id, o.status,
-       (SELECT x.id FROM assistant_operation x
-        WHERE x.conversation_id = o.conversation_id AND x.organization_id = o.organization_id
-          AND x.status = 'active' AND x.id <> o.id) AS other_active_id
-     FROM assistant_operation o WHERE o.id = $1 AND o.organization_id = $2`,
+    `SELECT o.conversation_id, o.status FROM assistant_operation o WHERE o.id = $1 AND o.organization_id = $2`,
     [target.operation_id, target.organization_id],
   );
   return row ?? null;
 }
 
-/** Records a claimed target's outcome and counts it on the action; the last one finishes it. */
+/**
+ * Records a claimed target's outcome (its detail replaces the claim's) and counts it on the
+ * action, while the claim is still this runner's: nothing once another server settled it.
+ */
 export async function finishBulkTarget(
   db: Queryable,
   id: string,
-  operationId: string,
+  target: ClaimedTarget,
   outcome: { state: 'applied' | 'skipped'; detail: string | null },
 ): Promise<void> {
   await db.query(
     `/* bulk action: a target's outcome */
      WITH t AS (
        UPDATE operator_bulk_action_target SET state = $3, detail = $4
-       WHERE bulk_action_id = $1 AND operation_id = $2 AND state = 'applying'
+       WHERE bulk_action_id = $1 AND operation_id = $2 AND state = 'applying' AND detail = $5
        RETURNING state)
      UPDATE operator_bulk_action a
      SET applied = a.applied + (SELECT count(*) FROM t WHERE state = 'applied'),
          skipped = a.skipped + (SELECT count(*) FROM t WHERE state = 'skipped')
      WHERE a.id = $1`,
-    [id, operationId, outcome.state, outcome.detail],
+    [id, target.operation_id, outcome.state, outcome.detail, target.claim],
   );
 }
 
@@ -328,7 +335,7 @@ export async function releaseStaleBulkTargets(db: Database, staleSeconds = STALE
          FROM operator_bulk_action a
          JOIN operator_bulk_action_target t ON t.bulk_action_id = a.id
          WHERE a.status = 'running' AND t.state = 'applying'
-           AND CASE WHEN t.state = 'applying' THEN t.detail::timestamptz END < now() - make_interval(secs => $1)
+           AND CASE WHEN t.state = 'applying' THEN ${CLAIMED_AT} END < now() - make_interval(secs => $1)
            -- Not while a transaction changes the operation (a long cancel or retry of a live server).
            AND NOT (EXISTS (SELECT 1 FROM assistant_operation o WHERE o.id = t.operation_id)
                     AND NOT EXISTS (SELECT 1 FROM assistant_operation o WHERE o.id = t.operation_id

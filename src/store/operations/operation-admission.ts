@@ -1,6 +1,7 @@
 /**
  * What lets a new active operation into a conversation (create, resume, retry_failed): the one
- * active before it is paused, and a background one must fit the organization's limit.
+ * active before it is paused (or, for a bulk resume, the resume refused), and a background one
+ * must fit the organization's limit.
  *
  * Lock order: the caller holds the conversation's lock; pauseActive then updates the active
  * operation row; assertBackgroundCapacity takes an advisory lock per organization.
@@ -78,4 +79,24 @@ export async function pauseActive(
     });
   }
   return paused;
+}
+
+/**
+ * Refuses making `operationId` active while another operation of the conversation is: a bulk
+ * resume resumes each operation on its own, never pausing another. Under the conversation's
+ * lock, so it sees every resume, create and retry of the conversation committed before it.
+ */
+export async function assertNoOtherActive(tx: Queryable, scope: ConversationScope, operationId: string): Promise<void> {
+  const [other] = await tx.query<{ id: string }>(
+    `SELECT id FROM assistant_operation
+     WHERE organization_id = $1 AND conversation_id = $2 AND status = 'active' AND id <> $3`,
+    [scope.organizationId, scope.conversationId, operationId],
+  );
+  if (other) {
+    throw new AppError(
+      'conflict',
+      `operation ${other.id} is active in its conversation, and resuming this one would pause it; resume it on its own if that is meant`,
+      { active_operation_id: other.id },
+    );
+  }
 }

@@ -20,7 +20,7 @@ import { sqlList, sqlLiteral } from '../db/sql-literal.ts';
 import { abandonUnrecorded, countInFlight } from '../leases/item-sql.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 import { appendEvent } from './event-repo.ts';
-import { assertBackgroundCapacity, pauseActive } from './operation-admission.ts';
+import { assertBackgroundCapacity, assertNoOtherActive, pauseActive } from './operation-admission.ts';
 import { lockOperation, OPERATION_COLUMNS, operationFinished, resolveOperationId, setStatus } from './operation-row.ts';
 
 export interface FinishResult {
@@ -214,7 +214,10 @@ export async function pauseOperation(
   });
 }
 
-/** The `resume` action: makes the operation active, pausing the one that was. */
+/**
+ * The `resume` action: makes the operation active, pausing the one that was; with
+ * `onlyIfNoneActive` (a bulk resume), refusing instead while another one is active.
+ */
 export async function resumeOperation(
   db: Database,
   scope: ConversationScope,
@@ -223,7 +226,8 @@ export async function resumeOperation(
     actor,
     maxActiveBackground,
     eventData,
-  }: { actor: string; maxActiveBackground?: number; eventData?: Record<string, unknown> },
+    onlyIfNoneActive = false,
+  }: { actor: string; maxActiveBackground?: number; eventData?: Record<string, unknown>; onlyIfNoneActive?: boolean },
 ): Promise<StatusChange> {
   return db.transaction(async (tx) => {
     await ensureConversation(tx, scope, { lock: true });
@@ -234,6 +238,9 @@ export async function resumeOperation(
     }
     let pausedOperationId: string | null = null;
     if (rule.kind === 'change') {
+      if (onlyIfNoneActive) {
+        await assertNoOtherActive(tx, scope, op.id);
+      }
       pausedOperationId = await pauseActive(tx, scope, actor, `operation ${op.id} was resumed`, op.id);
       if (op.state_json.execution === 'background') {
         await assertBackgroundCapacity(tx, scope.organizationId, maxActiveBackground);
