@@ -8,6 +8,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 import type { BulkActionName } from '../domain/bulk-action.ts';
 import { OPERATION_STATUS, type OperationStatus } from '../domain/operation.ts';
 import type { ExitCode } from './program.ts';
+import { httpUrl } from './url-option.ts';
 
 export interface OpsBulkOptions {
   org?: string;
@@ -42,17 +43,6 @@ function instant(value: string): string {
     throw new InvalidArgumentError('It must be an ISO 8601 time with its offset, e.g. 2026-01-31T12:00:00Z.');
   }
   return value;
-}
-
-function httpUrl(value: string): string {
-  try {
-    if (['http:', 'https:'].includes(new URL(value).protocol)) {
-      return value.replace(/\/$/, '');
-    }
-  } catch {
-    // reported below
-  }
-  throw new InvalidArgumentError('It must be a URL starting with http:// or https://.');
 }
 
 /** Adds the bulk commands to `ops`. */

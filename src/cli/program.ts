@@ -8,6 +8,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { registerOpsBulk } from './ops-bulk-command.ts';
 import { registerOrgsLimits } from './orgs-limits.ts';
 import { registerOrgsPolicy } from './orgs-policy.ts';
+import { httpUrl } from './url-option.ts';
 
 /** What an action returns: the exit code, or -1 when the process keeps running (a service). */
 export type ExitCode = number;
@@ -44,17 +45,6 @@ function conversationId(value: string): string {
     throw new InvalidArgumentError('It must be a UUID you choose for the conversation.');
   }
   return id;
-}
-
-function httpUrl(value: string): string {
-  try {
-    if (['http:', 'https:'].includes(new URL(value).protocol)) {
-      return value.replace(/\/$/, '');
-    }
-  } catch {
-    // reported below
-  }
-  throw new InvalidArgumentError('It must be a URL starting with http:// or https://.');
 }
 
 function resultFormat(value: string): 'jsonl' | 'csv' {
