@@ -8,6 +8,8 @@
  *   60, another of its accounts keeps the handler's 20, at the same time;
  * - a concurrency per key: the handler's own counter of items in flight for the key never
  *   passes 3, while the fleet's slots would allow far more;
+ * - a key at its limit holds no slot: another account's operation of the same organization
+ *   finishes while the throttled one (with more lanes than the fleet has slots) still runs;
  * - the throttled state reaches `get` and the context fragment, and a throttled operation is not
  *   counted as waiting for the fair share's slots.
  *
@@ -174,6 +176,33 @@ describe.each(QUEUE_BACKENDS)('provider limits per key (%s queue)', (queue) => {
     const end = await waitForProgress(harness.url, tenant, operationId, finished);
     expect(end.completed_count).toBe(40);
     expect(inFlight.get(tenant.organizationId)?.peak ?? 0).toBeLessThanOrEqual(3);
+  });
+
+  it("parks a key at its limit without holding a slot another key's work could use", async () => {
+    // 16 lanes of a throttled account against 2 services × 4 slots: were its parked batches
+    // to keep their slots, another account's operation would wait for all of it to finish.
+    const tenant = await harness.newTenant();
+    const throttled = await create(tenant, {
+      operation_type: 'limited_sms',
+      item_ids: ids(200),
+      batch_size: 5,
+      max_parallel_batches: 16,
+      query_params: { account: 'slow' },
+    });
+    const other = await create(tenant, {
+      operation_type: 'limited_sms',
+      item_ids: ids(10),
+      batch_size: 5,
+      query_params: { account: 'other' },
+    });
+    const end = await waitForProgress(harness.url, tenant, other, finished);
+    expect(end.completed_count).toBe(10);
+    const [row] = await harness.db.query<{ status: string; completed_count: number }>(
+      'SELECT status, completed_count FROM assistant_operation WHERE id = $1',
+      [throttled],
+    );
+    expect(row?.status).toBe('active');
+    expect(row?.completed_count).toBeLessThan(200);
   });
 
   it('tells the assistant its operation is throttled', async () => {
