@@ -31,7 +31,7 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are ten, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are eleven, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
       'opspad_cursor_forward',
@@ -41,6 +41,7 @@ describe('the function files', () => {
       'opspad_lease_usual',
       'opspad_pending_items',
       'opspad_record_lease_step',
+      'opspad_record_lease_steps',
       'opspad_record_owned',
       'opspad_record_step',
       'opspad_record_usual',

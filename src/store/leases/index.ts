@@ -18,7 +18,8 @@
  * usual-case conditions and the "no batch" count are functions under sql/ that both paths use;
  * renewal, reclaim, the breaker and the id-by-id record belong to the general transactions.
  *
- * - step-calls.ts: the usual lease and record as one server-side call each
+ * - step-calls.ts: the usual lease and record as one server-side call each; step-groups.ts:
+ *   a process's lanes of one operation recording and leasing in one call
  * - sql/: those server-side functions, each in its file (its current definition)
  * - operation-lease.ts, operation-record.ts: the general transactions
  * - item-sql.ts: the statements on item and lease rows; record-misses.ts: ids not recorded

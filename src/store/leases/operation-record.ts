@@ -28,7 +28,8 @@ import type { ConversationScope } from '../tenants/conversation-repo.ts';
 import { countInFlight, lockItems, type RecordedItem, recordCompleted, recordFailed, recordMixed } from './item-sql.ts';
 import { closeStep } from './operation-tail.ts';
 import { explainMisses, type RecordMisses } from './record-misses.ts';
-import { type NextLease, type NextLeaseParams, recordLeaseStep, recordStep } from './step-calls.ts';
+import { type NextLease, type NextLeaseParams, recordStep } from './step-calls.ts';
+import { recordLeaseGrouped } from './step-groups.ts';
 
 export interface RecordParams {
   operationId: string;
@@ -37,7 +38,8 @@ export interface RecordParams {
   owner: string;
   /**
    * A worker going on with its lane: lease `owner`'s next batch in the same call when the record
-   * is the usual case (step-calls.ts recordLeaseStep).
+   * is the usual case (step-calls.ts recordLeaseStep), with the operation's other lanes in this
+   * process that record meanwhile (step-groups.ts).
    */
   leaseNext?: NextLeaseParams;
 }
@@ -65,7 +67,7 @@ export async function recordResults(
   const step =
     report.requested.length > 0 &&
     (params.leaseNext
-      ? await recordLeaseStep(db, scope, { ...call, ...params.leaseNext })
+      ? await recordLeaseGrouped(db, scope, { ...call, ...params.leaseNext })
       : await recordStep(db, scope, call));
   if (step) {
     return { ...step, alreadyRecorded: [], leaseConflicts: [] };

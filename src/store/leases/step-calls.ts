@@ -33,7 +33,8 @@ function tryTheGeneralPath(error: unknown): boolean {
   return sqlStateOf(error) === NOT_ALL_RECORDABLE || isRetryableConflict(error);
 }
 
-type StepRow = OperationRecord & { in_flight: number };
+/** A step function's row: the operation as the call left it, and its items in flight. */
+export type StepRow = OperationRecord & { in_flight: number };
 
 const LEASE_STEP_SQL = prepared('SELECT * FROM opspad_lease_step($1, $2, $3, $4, $5, $6, $7)');
 const RECORD_STEP_SQL = prepared('SELECT * FROM opspad_record_step($1, $2, $3, $4, $5, $6)');
@@ -148,7 +149,7 @@ export async function recordLeaseStep(
 }
 
 /** Runs the call; null when it refused the case (see tryTheGeneralPath). */
-async function callStep<R extends object>(db: Queryable, sql: string, params: unknown[]): Promise<R[] | null> {
+export async function callStep<R extends object>(db: Queryable, sql: string, params: unknown[]): Promise<R[] | null> {
   try {
     return await db.query<R>(sql, params);
   } catch (error) {
