@@ -1,7 +1,8 @@
 /**
  * A batch's progress and log line on its job (run-batch.ts): sent together, since each is a
- * round trip to the queue backend and neither waits for the other; the lane's next batch waits
- * for both.
+ * round trip to the queue backend and neither waits for the other. The lane's next batch does
+ * not wait for them (batchReports): a job's reports go in order, one batch's after the other's,
+ * and the job ends only once all are sent (a report that failed then fails the job).
  */
 import type { Job } from 'bullmq';
 import type { OperationCounts } from '../../domain/operation.ts';
@@ -35,3 +36,27 @@ export async function reportBatch(
     ),
   ]);
 }
+
+/** A job's batch reports, sent in order while its lane goes on (see above). */
+export function batchReports(job: Job) {
+  let sent: Promise<void> = Promise.resolve();
+  return {
+    send(...report: Parameters<typeof reportBatch> extends [Job, ...infer R] ? R : never): void {
+      sent = sent.then(() => reportBatch(job, ...report));
+      // Seen by `after`, which awaits it; not an unhandled rejection meanwhile.
+      sent.catch(() => {});
+    },
+    /** Runs the job's batches, then waits for their reports. */
+    async after<T>(run: () => Promise<T>): Promise<T> {
+      try {
+        const result = await run();
+        await sent;
+        return result;
+      } finally {
+        await sent.catch(() => {});
+      }
+    },
+  };
+}
+
+export type BatchReports = ReturnType<typeof batchReports>;

@@ -15,6 +15,14 @@ import type { Job } from 'bullmq';
 import type { FairShare, FairSlot } from '../fair-share.ts';
 import type { KeyLimiter, KeyPermit, KeyRefusal } from '../key-limiter.ts';
 
+/**
+ * How long a job goes on with its lane's next batches before it hands the lane to a new job,
+ * unless OPSPAD_LANE_SLICE says otherwise. Bounded so a job's span, its log and a worker's share
+ * of the lanes stay readable and move between processes; fairness is per batch whatever the slice
+ * (each batch takes its own slot).
+ */
+export const LANE_SLICE_MS = 1000;
+
 /** Whether a job takes its lane's next batch itself (`go`), hands it to a new job, or stops. */
 export type NextBatch = 'go' | 'enqueue' | 'stop';
 

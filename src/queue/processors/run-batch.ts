@@ -33,9 +33,9 @@ import { RunBatchPayload } from '../catalog.ts';
 import type { Dispatcher } from '../dispatcher.ts';
 import type { FairShare } from '../fair-share.ts';
 import type { KeyLimiter } from '../key-limiter.ts';
-import { reportBatch } from './batch-report.ts';
+import { type BatchReports, batchReports } from './batch-report.ts';
 import { failExhausted } from './fail-exhausted.ts';
-import { createLaneSlice, type LaneSlice, type NextBatch } from './lane-slice.ts';
+import { createLaneSlice, LANE_SLICE_MS, type LaneSlice, type NextBatch } from './lane-slice.ts';
 import { giveBack, type Prefetched } from './prefetched.ts';
 import { recordBatch } from './record-batch.ts';
 import { runWithinBudget } from './run-within-budget.ts';
@@ -68,13 +68,6 @@ export interface RunBatchDeps {
   /** True once the worker pool is closing: a job then runs no further batch. */
   closing?(): boolean;
 }
-
-/**
- * How long a job goes on with its lane's next batches before it hands the lane to a new job,
- * unless OPSPAD_LANE_SLICE says otherwise. Bounded so a job's span, its log and a worker's share of the lanes stay readable and move
- * between processes; fairness is per batch whatever the slice (each batch takes its own slot).
- */
-export const LANE_SLICE_MS = 1000;
 
 export interface RunBatchResult {
   leased: number;
@@ -152,47 +145,51 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
     }
     const total = { leased: 0, completed: 0, failed: 0, released: 0, batches: 0 };
     let prefetched: Prefetched | undefined;
+    const reports = batchReports(job);
     try {
-      for (;;) {
-        const ran = await runStep(deps, job, step, handler, shutdownSignal, {
-          batch: total.batches + 1,
-          prefetched,
-          decideNext: sliceMs > 0 ? lane.decideNext : undefined,
-          lane,
-        });
-        prefetched = undefined;
-        total.leased += ran.leased;
-        total.completed += ran.completed;
-        total.failed += ran.failed;
-        total.released += ran.released;
-        total.batches += 1;
-        if (ran.next !== 'continue') {
-          return { ...total, next: ran.next };
-        }
-        // Decided before the record (decideNext), or now when the batch ended otherwise: items
-        // given back, or a signal that cut it short (then the lane's next batch is a new job).
-        const decided = ran.decided ?? (ran.interrupted ? 'enqueue' : await lane.decideNext());
-        if (decided === 'go' && ran.prefetched && (shutdownSignal?.aborted || deps.closing?.())) {
-          // The worker began to close during the call that leased it: the batch goes back, and
-          // the lane to a new job, as when the worker closes between batches.
-          await giveBack(deps, step, owner, ran.prefetched);
-          await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
-          return { ...total, next: 'enqueued' };
-        }
-        if (decided === 'go') {
-          prefetched = ran.prefetched; // leased by the record's call, or undefined: the step leases
-          if (!prefetched && !(await lane.regrant())) {
-            // Its key's grant went back with a record that leased nothing, and the key is full now.
+      return await reports.after(async () => {
+        for (;;) {
+          const ran = await runStep(deps, job, step, handler, shutdownSignal, {
+            batch: total.batches + 1,
+            prefetched,
+            decideNext: sliceMs > 0 ? lane.decideNext : undefined,
+            lane,
+            reports,
+          });
+          prefetched = undefined;
+          total.leased += ran.leased;
+          total.completed += ran.completed;
+          total.failed += ran.failed;
+          total.released += ran.released;
+          total.batches += 1;
+          if (ran.next !== 'continue') {
+            return { ...total, next: ran.next };
+          }
+          // Decided before the record (decideNext), or now when the batch ended otherwise: items
+          // given back, or a signal that cut it short (then the lane's next batch is a new job).
+          const decided = ran.decided ?? (ran.interrupted ? 'enqueue' : await lane.decideNext());
+          if (decided === 'go' && ran.prefetched && (shutdownSignal?.aborted || deps.closing?.())) {
+            // The worker began to close during the call that leased it: the batch goes back, and
+            // the lane to a new job, as when the worker closes between batches.
+            await giveBack(deps, step, owner, ran.prefetched);
             await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
             return { ...total, next: 'enqueued' };
           }
-          continue;
+          if (decided === 'go') {
+            prefetched = ran.prefetched; // leased by the record's call, or undefined: the step leases
+            if (!prefetched && !(await lane.regrant())) {
+              // Its key's grant went back with a record that leased nothing, and the key is full now.
+              await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
+              return { ...total, next: 'enqueued' };
+            }
+            continue;
+          }
+          if (decided === 'enqueue') {
+            await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
+          }
+          return { ...total, next: decided === 'enqueue' ? 'enqueued' : 'stopped' };
         }
-        if (decided === 'enqueue') {
-          await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
-        }
-        return { ...total, next: decided === 'enqueue' ? 'enqueued' : 'stopped' };
-      }
+      });
     } finally {
       lane.release();
     }
@@ -214,6 +211,7 @@ async function runStep(
     decideNext?: () => Promise<NextBatch>;
     /** The batch's grant under its key's limits, if any (lane-slice.ts). */
     lane?: Pick<LaneSlice, 'granted' | 'leased'>;
+    reports: BatchReports;
   },
 ): Promise<StepResult> {
   const owner = String(job.id);
@@ -355,7 +353,7 @@ async function runStep(
       deps.metrics.itemsReleased.inc(labels, released);
     }
 
-    await reportBatch(job, step, slice.batch, outcome, ran, counts);
+    slice.reports.send(step, slice.batch, outcome, ran, counts);
 
     if (undecided) {
       throw undecided.error;
