@@ -153,14 +153,32 @@ export function createLaneSlice(options: {
       if (Date.now() >= options.endsAt || options.stopping()) {
         return 'enqueue';
       }
-      release();
+      // The key's items go back now. The slot is kept while the next batch asks for one: the
+      // store's acquire replaces this job's own entry (one round trip, where a release and then
+      // an acquire took two), and only a lane that does not go on frees it, waking a parked job.
+      permit?.release();
+      permit = undefined;
+      const held = slot;
+      slot = undefined;
       if (!(await holdsJob())) {
+        held?.release();
         return 'stop';
       }
       // The next batch takes a slot (and its key's items) of its own, as a new job would: another
       // organization waiting its turn gets it, and this lane goes back to the queue (where a key
       // at its limit parks it).
-      return (await take()) === undefined ? 'go' : 'enqueue';
+      const refused = await take().catch((error: unknown) => {
+        held?.release();
+        throw error;
+      });
+      if (refused) {
+        // A key's refusal has freed the slot just taken (the same entry); a fair share's, none.
+        if (refused.by === 'fair_share') {
+          held?.release();
+        }
+        return 'enqueue';
+      }
+      return 'go';
     },
     release,
   };
