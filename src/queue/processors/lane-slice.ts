@@ -72,6 +72,8 @@ export function createLaneSlice(options: {
   let slot: FairSlot | undefined;
   let permit: KeyPermit | undefined;
   let batches = 0;
+  // Whether the last take() got an answer from the fair share (decideNext: which slot to free).
+  let slotAsked = false;
   // When this run last extended the lock, on both clocks: the monotonic one (immune to clock
   // steps) and the wall clock (which also counts a suspended machine). Never yet: the first
   // decision asks.
@@ -101,6 +103,7 @@ export function createLaneSlice(options: {
   // the slot goes to work that can run (another key, another organization).
   const take = async (): Promise<Refusal | undefined> => {
     slot = fair ? await fair.acquire(options.organizationId, owner) : undefined;
+    slotAsked = true;
     if (fair && !slot) {
       return { by: 'fair_share' };
     }
@@ -160,25 +163,31 @@ export function createLaneSlice(options: {
       permit = undefined;
       const held = slot;
       slot = undefined;
-      if (!(await holdsJob())) {
-        held?.release();
-        return 'stop';
-      }
-      // The next batch takes a slot (and its key's items) of its own, as a new job would: another
-      // organization waiting its turn gets it, and this lane goes back to the queue (where a key
-      // at its limit parks it).
-      const refused = await take().catch((error: unknown) => {
-        held?.release();
-        throw error;
-      });
-      if (refused) {
-        // A key's refusal has freed the slot just taken (the same entry); a fair share's, none.
-        if (refused.by === 'fair_share') {
+      slotAsked = false;
+      try {
+        if (!(await holdsJob())) {
+          held?.release();
+          return 'stop';
+        }
+        // The next batch takes a slot (and its key's items) of its own, as a new job would:
+        // another organization waiting its turn gets it, and this lane goes back to the queue
+        // (where a key at its limit parks it).
+        const refused = await take();
+        if (refused) {
+          // A key's refusal has freed the slot just taken (the same entry); a fair share's, none.
+          if (refused.by === 'fair_share') {
+            held?.release();
+          }
+          return 'enqueue';
+        }
+        return 'go';
+      } catch (error) {
+        // The slot just taken, if any, was freed where the error arose; else free the old one.
+        if (!slotAsked) {
           held?.release();
         }
-        return 'enqueue';
+        throw error;
       }
-      return 'go';
     },
     release,
   };
