@@ -2,10 +2,11 @@
  * A batch's progress and log line on its job (run-batch.ts): sent together, since each is a
  * round trip to the queue backend and neither waits for the other. The lane's next batch does
  * not wait for them (batchReports): a job's reports go in order, one batch's after the other's,
- * and the job ends only once all are sent (a report that failed then fails the job).
+ * and the job ends only once all are sent.
  */
 import type { Job } from 'bullmq';
 import type { OperationCounts } from '../../domain/operation.ts';
+import type { Logger } from '../../logger.ts';
 import type { RunBatchPayload } from '../catalog.ts';
 import type { BudgetedOutcome } from './run-within-budget.ts';
 
@@ -37,23 +38,33 @@ export async function reportBatch(
   ]);
 }
 
-/** A job's batch reports, sent in order while its lane goes on (see above). */
-export function batchReports(job: Job) {
+/**
+ * A job's batch reports, sent in order while its lane goes on (see above). A report that cannot
+ * be sent is logged and skipped: it only describes work the ledger already holds, and failing
+ * the job for it would run the job again beside the lane's next step, already queued.
+ */
+export function batchReports(job: Job, logger: Pick<Logger, 'warn'>) {
   let sent: Promise<void> = Promise.resolve();
+  const then = (send: () => Promise<unknown>) => {
+    sent = sent.then(send).then(
+      () => undefined,
+      (error: unknown) => logger.warn({ err: error }, 'could not send a batch report to the queue'),
+    );
+  };
   return {
     send(...report: Parameters<typeof reportBatch> extends [Job, ...infer R] ? R : never): void {
-      sent = sent.then(() => reportBatch(job, ...report));
-      // Seen by `after`, which awaits it; not an unhandled rejection meanwhile.
-      sent.catch(() => {});
+      then(() => reportBatch(job, ...report));
     },
-    /** Runs the job's batches, then waits for their reports. */
+    /** A line of the job's log, after the reports before it. */
+    log(line: string): void {
+      then(() => job.log(line));
+    },
+    /** Runs the job's batches, then waits for their reports to be sent. */
     async after<T>(run: () => Promise<T>): Promise<T> {
       try {
-        const result = await run();
-        await sent;
-        return result;
+        return await run();
       } finally {
-        await sent.catch(() => {});
+        await sent;
       }
     },
   };

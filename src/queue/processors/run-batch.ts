@@ -145,7 +145,7 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
     }
     const total = { leased: 0, completed: 0, failed: 0, released: 0, batches: 0 };
     let prefetched: Prefetched | undefined;
-    const reports = batchReports(job);
+    const reports = batchReports(job, deps.logger);
     try {
       return await reports.after(async () => {
         for (;;) {
@@ -238,7 +238,7 @@ async function runStep(
       lease.counts.remaining_count === 0 &&
       (await completeIfDone(deps.db, scope, op.id, 'worker'));
     if (done) {
-      await job.log(`operation completed: ${op.completed_count} completed, ${op.failed_count} failed`);
+      slice.reports.log(`operation completed: ${op.completed_count} completed, ${op.failed_count} failed`);
     }
     return { leased: 0, completed: 0, failed: 0, released: 0, next: done ? 'completed_operation' : 'stopped' };
   }
