@@ -6,6 +6,7 @@
  * (a late worker) changes nothing and its lanes go alone; failures keep their reasons; a paused
  * operation's lanes record and lease nothing; the last lanes hear that nothing is left to lease.
  */
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   leaseBatch,
@@ -188,6 +189,36 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
     expect(leases).toEqual([]);
   });
 
+  it('leases each lane of a group within its own limit, in lane order, until the items run out', async () => {
+    const owners = ['a', 'b', 'c'];
+    const { scope, operationId, batches } = await withLanes(18, 4, owners);
+    const record = (owner: string, batchSize?: number) =>
+      recordResults(db, scope, {
+        operationId,
+        completedIds: batches.get(owner) as string[],
+        failed: [],
+        owner,
+        leaseNext: { ...LEASE, ...(batchSize === undefined ? {} : { batchSize }) },
+      });
+    // a goes alone and takes 12–15; b (at most 1 item) and c go together after it.
+    const [a, b, c] = await Promise.all([record('a'), record('b', 1), record('c')]);
+    const batch = (result: RecordResult | undefined) => (result?.next?.kind === 'leased' ? result.next.batch : []);
+    expect(batch(a)).toEqual(ids(18).slice(12, 16));
+    expect(batch(b)).toEqual(ids(18).slice(16, 17));
+    expect(batch(c)).toEqual(ids(18).slice(17, 18));
+    expect(await operationRow(operationId)).toMatchObject({ completed_count: 12, cursor: 18 });
+    const leased = await db.query<{ actor: string; count: number; first_ordinal: number }>(
+      `SELECT actor, (data->>'count')::int AS count, (data->>'first_ordinal')::int AS first_ordinal
+       FROM operation_event WHERE operation_id = $1 AND kind = 'batch_leased' ORDER BY id`,
+      [operationId],
+    );
+    expect(leased.slice(3)).toEqual([
+      { actor: 'a', count: 4, first_ordinal: 12 },
+      { actor: 'b', count: 1, first_ordinal: 16 },
+      { actor: 'c', count: 1, first_ordinal: 17 },
+    ]);
+  });
+
   it('tells each of the last lanes that no item is pending', async () => {
     const owners = ['a', 'b', 'c'];
     const { scope, operationId, batches } = await withLanes(12, 4, owners);
@@ -207,5 +238,67 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
     expect(results[0]?.counts).toMatchObject({ completed_count: 4, in_flight_count: 8 });
     expect(results[2]?.counts).toMatchObject({ completed_count: 12, remaining_count: 0, in_flight_count: 0 });
     expect(await operationRow(operationId)).toMatchObject({ completed_count: 12, cursor: 12 });
+  });
+});
+
+describe('lanes of two processes on one operation', () => {
+  it('record every item exactly once while each process groups its own lanes', async () => {
+    const first = await openTestDatabase('postgres');
+    const second = await openTestDatabase('postgres');
+    try {
+      const items = 1200;
+      const { scope, operationId } = await newStoreOperation(first, items, 10);
+      // Four lanes a process, each recording its batch and leasing the next until none is left.
+      const lane = async (db: OpspadDatabase, owner: string) => {
+        let batch = (await leaseBatch(db, scope, { operationId, owner, ...LEASE })).batch;
+        let recorded = 0;
+        for (let round = 0; batch.length > 0 && round < items; round++) {
+          const result = await recordResults(db, scope, {
+            operationId,
+            completedIds: batch,
+            failed: [],
+            owner,
+            leaseNext: LEASE,
+          });
+          recorded += batch.length;
+          batch =
+            result.next?.kind === 'leased'
+              ? result.next.batch
+              : (await leaseBatch(db, scope, { operationId, owner, ...LEASE })).batch;
+        }
+        return recorded;
+      };
+      const counts = await Promise.all([first, second].flatMap((db) => [1, 2, 3, 4].map(() => lane(db, randomUUID()))));
+      expect(counts.reduce((sum, n) => sum + n, 0)).toBe(items);
+      const rows = await first.query<{ status: string; attempts: number; n: number }>(
+        `SELECT status, attempts, count(*)::int AS n FROM assistant_operation_item WHERE operation_id = $1
+         GROUP BY status, attempts`,
+        [operationId],
+      );
+      expect(rows).toEqual([{ status: 'completed', attempts: 1, n: items }]);
+      const op = await first.query<{ completed_count: number; cursor: number }>(
+        `SELECT completed_count, (state_json->>'cursor')::int AS cursor FROM assistant_operation WHERE id = $1`,
+        [operationId],
+      );
+      expect(op[0]).toEqual({ completed_count: items, cursor: items });
+      // Some calls did carry several lanes (the point of it), each lane's record its own event.
+      const grouped = await first.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM (
+           SELECT e.tx FROM (SELECT xmin::text AS tx FROM operation_event
+                             WHERE operation_id = $1 AND kind = 'batch_recorded') e
+           GROUP BY e.tx HAVING count(*) > 1) g`,
+        [operationId],
+      );
+      expect(grouped[0]?.n).toBeGreaterThan(0);
+      const recorded = await first.query<{ n: number }>(
+        `SELECT coalesce(sum((data->>'completed')::int), 0)::int AS n FROM operation_event
+         WHERE operation_id = $1 AND kind = 'batch_recorded'`,
+        [operationId],
+      );
+      expect(recorded[0]?.n).toBe(items);
+    } finally {
+      await first.close();
+      await second.close();
+    }
   });
 });

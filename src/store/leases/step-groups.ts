@@ -15,8 +15,10 @@
  * Nothing waits for a group to fill: a lane alone goes at once, as before; a lane arriving while
  * its operation's call is in flight joins the next call, sent the moment that one answers. A
  * group holds at most GROUP_MAX_IDS ids (at 1,000 items a batch, lanes gain nothing by going
- * together). If the group's call declines or one of its ids may not be recorded (a late worker,
- * a report the general path must decide), it rolls back whole and each lane goes alone.
+ * together). If the group's call declines, one of its ids may not be recorded (a late worker,
+ * a report the general path must decide) or it fails, it rolls back whole and each lane goes
+ * alone. The lanes' answers are their own calls' but for two things: each carries the operation
+ * as the whole group left it, and the group's events are its records and then its leases.
  *
  * State: one table of groups per database handle (a process's pool), kept while calls are in
  * flight; an operation's entry goes when its last call answers.
@@ -35,7 +37,7 @@ import {
   type StepRow,
 } from './step-calls.ts';
 
-/** The most ids one grouped call carries (a lane's batch larger than this goes alone). */
+/** The most ids a grouped call carries; a lane whose batch is larger goes in a call of its own. */
 export const GROUP_MAX_IDS = 1000;
 
 const RECORD_LEASE_STEPS_SQL = prepared(
@@ -118,16 +120,18 @@ async function sendGroup(db: Queryable, scope: ConversationScope, members: Waiti
     await recordLeaseStep(db, scope, only.params).then(only.resolve, only.reject);
     return;
   }
-  let rows: (StepRow & { lane_owner: string; item_ids: string[]; lease: NextLease['kind'] })[] | null;
-  try {
-    rows = await callStep(db, RECORD_LEASE_STEPS_SQL, groupArguments(scope, members));
-  } catch (error) {
-    for (const member of members) {
-      member.reject(error);
-    }
-    return;
-  }
-  if (!rows || rows.length !== members.length) {
+  // Any error of the group's call (a report Postgres refuses, say) sends each lane alone: the
+  // error then reaches only the lane whose report caused it.
+  const rows = await callStep<StepRow & { lane_owner: string; item_ids: string[]; lease: NextLease['kind'] }>(
+    db,
+    RECORD_LEASE_STEPS_SQL,
+    groupArguments(scope, members),
+  ).catch(() => null);
+  if (
+    !rows ||
+    rows.length !== members.length ||
+    rows.some((row, index) => row.lane_owner !== members[index]?.params.owner)
+  ) {
     await Promise.all(
       members.map((member) => recordLeaseStep(db, scope, member.params).then(member.resolve, member.reject)),
     );

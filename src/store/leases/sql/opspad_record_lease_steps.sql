@@ -42,6 +42,7 @@ BEGIN
   IF NOT FOUND OR lanes = 0 OR NOT opspad_record_usual(op.status, op.state_json, p_ids)
      OR coalesce(cardinality(p_sizes), 0) <> lanes
      OR (SELECT sum(s) FROM unnest(p_sizes) AS s) IS DISTINCT FROM cardinality(p_ids)::bigint
+     OR (p_reasons IS NOT NULL AND cardinality(p_reasons) <> cardinality(p_ids))
      OR EXISTS (SELECT 1 FROM unnest(p_sizes) AS s WHERE s IS NULL OR s < 1)
      OR (SELECT count(DISTINCT w) FROM unnest(p_owners) AS w) <> lanes THEN
     RETURN;
