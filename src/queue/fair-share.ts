@@ -17,7 +17,8 @@
  *   newcomer, so a decision is never taken on a view that misses an organization whose job is in
  *   the queue.
  * A job refused is parked — moved to the delayed set and noted in a parked set — instead of
- * holding the slot; the slot takes the next job. Every batch that ends wakes the longest-parked
+ * holding the slot; the slot takes the next job. Every slot freed (a lane that stops, or that is
+ * refused its next batch: a lane going on asks again with its slot held) wakes the longest-parked
  * job, and a timer wakes as many as this process has idle slots, so parked work comes back as
  * soon as there is room (a parked job also wakes by itself after `parkMs`, should every wake-up
  * be lost).
