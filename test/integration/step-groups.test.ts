@@ -3,7 +3,7 @@
  * opspad_record_lease_steps): the lanes that record while a call is in flight share the next
  * call — one statement, one transaction — and each gets the answer it would have got alone: its
  * record counted, its own next batch, its events. A group one of whose lanes may not record
- * (a late worker) changes nothing and its lanes go alone; failures keep their reasons; a paused
+ * (a late worker) or whose call fails changes nothing and its lanes go alone; failures keep their reasons; a paused
  * operation's lanes record and lease nothing; the last lanes hear that nothing is left to lease.
  */
 import { randomUUID } from 'node:crypto';
@@ -166,6 +166,35 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
       [operationId],
     );
     expect(failed).toEqual([{ item_id: bFirst, reason: 'carrier refused' }]);
+  });
+
+  it("fails only the lane whose report the database refuses, its group's others recorded", async () => {
+    const { scope, operationId, batches } = await withLanes(30, 3, ['a', 'b', 'c']);
+    const record = (owner: string, failed: { id: string; reason: string }[] = []) =>
+      recordResults(db, scope, {
+        operationId,
+        completedIds: (batches.get(owner) as string[]).filter((id) => !failed.some((f) => f.id === id)),
+        failed,
+        owner,
+        leaseNext: LEASE,
+      });
+    const [bad] = batches.get('b') as string[];
+    // A reason Postgres cannot store (text holds no NUL): b's call fails; a went alone, c with b.
+    const [a, b, c] = await Promise.allSettled([
+      record('a'),
+      record('b', [{ id: bad as string, reason: 'carrier said \u0000' }]),
+      record('c'),
+    ]);
+    expect(a.status).toBe('fulfilled');
+    expect(b.status).toBe('rejected');
+    expect(c.status).toBe('fulfilled');
+    expect(c.status === 'fulfilled' && c.value.next?.kind).toBe('leased');
+    expect(await operationRow(operationId)).toMatchObject({ completed_count: 6, failed_count: 0 });
+    const bItems = await db.query<{ status: string; lease_owner: string | null }>(
+      `SELECT status, lease_owner FROM (${ITEM_STATES}) i WHERE operation_id = $1 AND item_id = ANY($2)`,
+      [operationId, batches.get('b')],
+    );
+    expect(bItems.every((row) => row.status === 'leased' && row.lease_owner === 'b')).toBe(true);
   });
 
   it('records the lanes of a paused operation and leases them nothing', async () => {

@@ -20,7 +20,8 @@ export async function reportBatch(
   counts: OperationCounts,
 ): Promise<void> {
   const recordedCount = counts.completed_count + counts.failed_count;
-  await Promise.all([
+  // Settled, not all: the job ends only once both are sent, whichever fails.
+  const sent = await Promise.allSettled([
     job.updateProgress({
       operation_id: step.operation_id,
       recorded: recordedCount,
@@ -36,6 +37,10 @@ export async function reportBatch(
         `operation ${recordedCount}/${counts.total_items} recorded`,
     ),
   ]);
+  const failed = sent.find((result) => result.status === 'rejected');
+  if (failed) {
+    throw failed.reason;
+  }
 }
 
 /**

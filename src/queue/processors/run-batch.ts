@@ -145,7 +145,7 @@ export function createRunBatchProcessor(deps: RunBatchDeps) {
     }
     const total = { leased: 0, completed: 0, failed: 0, released: 0, batches: 0 };
     let prefetched: Prefetched | undefined;
-    const reports = batchReports(job, deps.logger);
+    const reports = batchReports(job, deps.logger.child({ operation_id: step.operation_id, job_id: owner }));
     try {
       return await reports.after(async () => {
         for (;;) {
