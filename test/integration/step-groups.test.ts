@@ -9,6 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  type Database,
   leaseBatch,
   type OpspadDatabase,
   pauseOperation,
@@ -30,14 +31,32 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
     await db.close();
   });
 
-  /** An operation whose lanes `owners` each hold a batch. */
+  /**
+   * An operation whose lanes `owners` each hold a batch; `record` reports a lane's batch (the
+   * `failed` ones failed, the rest completed) and asks for its next, as a worker going on does.
+   */
   const withLanes = async (items: number, batchSize: number, owners: readonly string[]) => {
     const { scope, operationId } = await newStoreOperation(db, items, batchSize);
     const batches = new Map<string, string[]>();
     for (const owner of owners) {
       batches.set(owner, (await leaseBatch(db, scope, { operationId, owner, ...LEASE })).batch);
     }
-    return { scope, operationId, batches };
+    const record = (
+      owner: string,
+      {
+        failed = [],
+        batchSize: next,
+        via = db,
+      }: { failed?: { id: string; reason: string }[]; batchSize?: number; via?: Database } = {},
+    ) =>
+      recordResults(via, scope, {
+        operationId,
+        completedIds: (batches.get(owner) as string[]).filter((id) => !failed.some((f) => f.id === id)),
+        failed,
+        owner,
+        leaseNext: { ...LEASE, ...(next === undefined ? {} : { batchSize: next }) },
+      });
+    return { scope, operationId, batches, record };
   };
 
   /** The transaction (xmin) each lane's batch_recorded event was written in. */
@@ -60,20 +79,10 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
 
   it('sends the lanes that record during a call in the next call, each answered as if alone', async () => {
     const owners = ['a', 'b', 'c', 'd'];
-    const { scope, operationId, batches } = await withLanes(40, 4, owners);
+    const { operationId, record } = await withLanes(40, 4, owners);
     const { db: counted, statements } = counting(db);
 
-    const results = await Promise.all(
-      owners.map((owner) =>
-        recordResults(counted, scope, {
-          operationId,
-          completedIds: batches.get(owner) as string[],
-          failed: [],
-          owner,
-          leaseNext: LEASE,
-        }),
-      ),
-    );
+    const results = await Promise.all(owners.map((owner) => record(owner, { via: counted })));
 
     // a went alone; b, c and d waited for it and went in one call.
     expect(statements()).toBe(2);
@@ -106,7 +115,7 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
   });
 
   it('lets each lane go alone when one of the group may not record, the others counted once', async () => {
-    const { scope, operationId, batches } = await withLanes(30, 5, ['a', 'b', 'c']);
+    const { scope, operationId, batches, record } = await withLanes(30, 5, ['a', 'b', 'c']);
     // b's lease ran out and b2 took its items over: b is a late worker.
     await db.query(
       `UPDATE assistant_operation_lease SET expires_at = now() - interval '1 second' WHERE operation_id = $1 AND owner = 'b'`,
@@ -115,14 +124,6 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
     const taken = await leaseBatch(db, scope, { operationId, owner: 'b2', ...LEASE });
     expect(taken.batch.sort()).toEqual((batches.get('b') as string[]).slice().sort());
 
-    const record = (owner: string) =>
-      recordResults(db, scope, {
-        operationId,
-        completedIds: batches.get(owner) as string[],
-        failed: [],
-        owner,
-        leaseNext: LEASE,
-      });
     const [a, b, c] = (await Promise.all([record('a'), record('b'), record('c')])) as RecordResult[];
 
     expect(b?.leaseConflicts.sort()).toEqual((batches.get('b') as string[]).slice().sort());
@@ -169,20 +170,12 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
   });
 
   it("fails only the lane whose report the database refuses, its group's others recorded", async () => {
-    const { scope, operationId, batches } = await withLanes(30, 3, ['a', 'b', 'c']);
-    const record = (owner: string, failed: { id: string; reason: string }[] = []) =>
-      recordResults(db, scope, {
-        operationId,
-        completedIds: (batches.get(owner) as string[]).filter((id) => !failed.some((f) => f.id === id)),
-        failed,
-        owner,
-        leaseNext: LEASE,
-      });
+    const { operationId, batches, record } = await withLanes(30, 3, ['a', 'b', 'c']);
     const [bad] = batches.get('b') as string[];
     // A reason Postgres cannot store (text holds no NUL): b's call fails; a went alone, c with b.
     const [a, b, c] = await Promise.allSettled([
       record('a'),
-      record('b', [{ id: bad as string, reason: 'carrier said \u0000' }]),
+      record('b', { failed: [{ id: bad as string, reason: 'carrier said \u0000' }] }),
       record('c'),
     ]);
     expect(a.status).toBe('fulfilled');
@@ -199,19 +192,9 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
 
   it('records the lanes of a paused operation and leases them nothing', async () => {
     const owners = ['a', 'b', 'c'];
-    const { scope, operationId, batches } = await withLanes(30, 4, owners);
+    const { scope, operationId, record } = await withLanes(30, 4, owners);
     await pauseOperation(db, scope, operationId, { actor: 'test', reason: 'test', pausedBy: 'assistant' });
-    const results = await Promise.all(
-      owners.map((owner) =>
-        recordResults(db, scope, {
-          operationId,
-          completedIds: batches.get(owner) as string[],
-          failed: [],
-          owner,
-          leaseNext: LEASE,
-        }),
-      ),
-    );
+    const results = await Promise.all(owners.map((owner) => record(owner)));
     expect(results.map((result) => result.next?.kind)).toEqual(['declined', 'declined', 'declined']);
     expect(await operationRow(operationId)).toMatchObject({ completed_count: 12, cursor: 12, status: 'paused' });
     const leases = await db.query('SELECT owner FROM assistant_operation_lease WHERE operation_id = $1', [operationId]);
@@ -220,17 +203,9 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
 
   it('leases each lane of a group within its own limit, in lane order, until the items run out', async () => {
     const owners = ['a', 'b', 'c'];
-    const { scope, operationId, batches } = await withLanes(18, 4, owners);
-    const record = (owner: string, batchSize?: number) =>
-      recordResults(db, scope, {
-        operationId,
-        completedIds: batches.get(owner) as string[],
-        failed: [],
-        owner,
-        leaseNext: { ...LEASE, ...(batchSize === undefined ? {} : { batchSize }) },
-      });
+    const { operationId, record } = await withLanes(18, 4, owners);
     // a goes alone and takes 12–15; b (at most 1 item) and c go together after it.
-    const [a, b, c] = await Promise.all([record('a'), record('b', 1), record('c')]);
+    const [a, b, c] = await Promise.all([record('a'), record('b', { batchSize: 1 }), record('c')]);
     const batch = (result: RecordResult | undefined) => (result?.next?.kind === 'leased' ? result.next.batch : []);
     expect(batch(a)).toEqual(ids(18).slice(12, 16));
     expect(batch(b)).toEqual(ids(18).slice(16, 17));
@@ -250,18 +225,8 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
 
   it('tells each of the last lanes that no item is pending', async () => {
     const owners = ['a', 'b', 'c'];
-    const { scope, operationId, batches } = await withLanes(12, 4, owners);
-    const results = await Promise.all(
-      owners.map((owner) =>
-        recordResults(db, scope, {
-          operationId,
-          completedIds: batches.get(owner) as string[],
-          failed: [],
-          owner,
-          leaseNext: LEASE,
-        }),
-      ),
-    );
+    const { operationId, record } = await withLanes(12, 4, owners);
+    const results = await Promise.all(owners.map((owner) => record(owner)));
     // Nothing left to lease for any of them (a's answer while b's and c's were still in flight).
     expect(results.map((result) => result.next?.kind)).toEqual(['none', 'none', 'none']);
     expect(results[0]?.counts).toMatchObject({ completed_count: 4, in_flight_count: 8 });
