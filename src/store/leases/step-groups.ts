@@ -23,7 +23,6 @@
  * State: one table of groups per database handle (a process's pool), kept while calls are in
  * flight; an operation's entry goes when its last call answers.
  */
-import type { OperationCounts, OperationRecord } from '../../domain/operation.ts';
 import { countsOf } from '../../domain/operation.ts';
 import type { Queryable } from '../db/db.ts';
 import { prepared } from '../db/prepared.ts';
@@ -44,8 +43,9 @@ const RECORD_LEASE_STEPS_SQL = prepared(
   'SELECT * FROM opspad_record_lease_steps($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
 );
 
+/** What a lane asks and is answered: those of its own call, recordLeaseStep. */
 export type RecordLeaseParams = RecordReportParams & NextLeaseParams;
-export type RecordLeaseResult = { operation: OperationRecord; counts: OperationCounts; next: NextLease } | null;
+export type RecordLeaseResult = Awaited<ReturnType<typeof recordLeaseStep>>;
 
 interface Waiting {
   params: RecordLeaseParams;
