@@ -152,6 +152,29 @@ describe('runHandler with a batch handler', () => {
     };
     expect((await runHandler(down, ['a'], context())).failed).toEqual([{ id: 'a', reason: 'upstream down #2' }]);
   });
+
+  it('keeps a reason Postgres can store: NUL shown as U+FFFD, at most 2,000 characters', async () => {
+    const provider: BatchHandler = {
+      type: 'test',
+      async handleBatch() {
+        return [
+          { id: 'a', status: 'failed', reason: 'bad\u0000byte' },
+          { id: 'b', status: 'failed', reason: `${'x'.repeat(1999)}\u0000tail` },
+        ];
+      },
+    };
+    expect((await runHandler(provider, ['a', 'b'], context())).failed).toEqual([
+      { id: 'a', reason: 'bad\ufffdbyte' },
+      { id: 'b', reason: `${'x'.repeat(1999)}\ufffd` },
+    ]);
+    const thrown: ItemHandler = {
+      type: 'test',
+      async handle() {
+        throw new ItemError('\u0000');
+      },
+    };
+    expect((await runHandler(thrown, ['c'], context())).failed).toEqual([{ id: 'c', reason: '\ufffd' }]);
+  });
 });
 
 describe('runHandler progress', () => {

@@ -50,9 +50,18 @@ export function emptyProgress(): BatchProgress {
 
 const MAX_REASON_LENGTH = 2000;
 
+/**
+ * A reason as the ledger keeps it: at most MAX_REASON_LENGTH characters, and any NUL (which a
+ * Postgres text cannot hold, and a provider's error text may carry) shown as U+FFFD, so the
+ * batch's record is not refused for one item's words.
+ */
+function storedReason(text: string, fallback: string): string {
+  return (text || fallback).slice(0, MAX_REASON_LENGTH).replaceAll('\u0000', '\ufffd');
+}
+
 function reasonOf(error: unknown): string {
   const text = error instanceof ItemError ? error.reason : error instanceof Error ? error.message : String(error);
-  return (text || 'failed without a message').slice(0, MAX_REASON_LENGTH);
+  return storedReason(text, 'failed without a message');
 }
 
 function retryDelay(handler: Handler, attempt: number, error: unknown): number {
@@ -192,7 +201,7 @@ async function runBatch(
         if (result.status === 'completed') {
           outcome.completed.push(result.id);
         } else {
-          outcome.failed.push({ id: result.id, reason: result.reason.slice(0, MAX_REASON_LENGTH) || 'failed' });
+          outcome.failed.push({ id: result.id, reason: storedReason(result.reason, 'failed') });
         }
       }
       remaining = [...wanted];
