@@ -1,5 +1,6 @@
+import { BlockList } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { canonicalAddress, classifyAddress, embeddedIPv4 } from './address-class.ts';
+import { canonicalAddress, classifyAddress, embeddedIPv4, IPV4_RANGES } from './address-class.ts';
 
 describe('classifyAddress', () => {
   it.each([
@@ -65,6 +66,31 @@ describe('classifyAddress', () => {
     '2002:808:808::1',
   ])('%s is public', (address) => {
     expect(classifyAddress(address)).toBeUndefined();
+  });
+
+  it("judges IPv4 as node's BlockList does, at every range's edges and across the space", () => {
+    const lists = IPV4_RANGES.map(([network, prefix, kind]) => {
+      const list = new BlockList();
+      list.addSubnet(network, prefix, 'ipv4');
+      return { list, kind };
+    });
+    const reference = (address: string) => lists.find(({ list }) => list.check(address, 'ipv4'))?.kind;
+    const dotted = (n: number) => [24, 16, 8, 0].map((shift) => (n >>> shift) & 0xff).join('.');
+    const numbers: number[] = [0, 0xffffffff];
+    for (const [network, prefix] of IPV4_RANGES) {
+      const first = network.split('.').reduce((n, part) => n * 256 + Number(part), 0);
+      const last = first + 2 ** (32 - prefix) - 1;
+      numbers.push(first - 1, first, first + 1, last - 1, last, last + 1);
+    }
+    // A fixed sequence (a linear congruential generator), so a failure names the same addresses.
+    let seed = 12345;
+    for (let i = 0; i < 20_000; i++) {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      numbers.push((seed * 2 + (i & 1)) >>> 0);
+    }
+    const addresses = numbers.filter((n) => n >= 0 && n <= 0xffffffff).map(dotted);
+    expect(addresses.filter((address) => classifyAddress(address) !== reference(address))).toEqual([]);
+    expect(addresses.filter((address) => classifyAddress(`::ffff:${address}`) !== reference(address))).toEqual([]);
   });
 });
 

@@ -11,7 +11,7 @@
  * hold (`127.1`, `2130706433`, `0x7f000001`) are normalised by the WHATWG URL parser before
  * they get here (see url-check.ts).
  */
-import { BlockList, isIP } from 'node:net';
+import { BlockList, isIP, SocketAddress } from 'node:net';
 
 /** Why an address is not public. */
 export type BlockedKind =
@@ -40,7 +40,7 @@ export const BLOCKED_KIND_PHRASES: Readonly<Record<BlockedKind, string>> = {
   'site-local': 'an IPv6 site-local (fec0::/10) address',
 };
 
-const IPV4_RANGES: readonly [string, number, BlockedKind][] = [
+export const IPV4_RANGES: readonly [string, number, BlockedKind][] = [
   ['0.0.0.0', 8, 'unspecified'],
   ['10.0.0.0', 8, 'private'],
   ['100.64.0.0', 10, 'shared'],
@@ -73,16 +73,24 @@ const IPV6_RANGES: readonly [string, number, BlockedKind][] = [
   ['3fff::', 20, 'documentation'],
 ];
 
-function listsOf(ranges: readonly [string, number, BlockedKind][], type: 'ipv4' | 'ipv6') {
-  return ranges.map(([network, prefix, kind]) => {
-    const list = new BlockList();
-    list.addSubnet(network, prefix, type);
-    return { list, kind };
-  });
+/** A dotted quad `net.isIP` accepted, as an unsigned 32-bit number. */
+function ipv4Number(address: string): number {
+  const [a, b, c, d] = address.split('.').map(Number) as [number, number, number, number];
+  return ((a << 24) | (b << 16) | (c << 8) | d) >>> 0;
 }
 
-const IPV4_LISTS = listsOf(IPV4_RANGES, 'ipv4');
-const IPV6_LISTS = listsOf(IPV6_RANGES, 'ipv6');
+// IPv4 ranges are compared as numbers: a BlockList check builds a SocketAddress per list, which
+// cost the webhook handler about a tenth of its CPU (each request's URL and address are judged).
+const IPV4_MASKS = IPV4_RANGES.map(([network, prefix, kind]) => {
+  const mask = (0xffffffff << (32 - prefix)) >>> 0;
+  return { network: (ipv4Number(network) & mask) >>> 0, mask, kind };
+});
+
+const IPV6_LISTS = IPV6_RANGES.map(([network, prefix, kind]) => {
+  const list = new BlockList();
+  list.addSubnet(network, prefix, 'ipv6');
+  return { list, kind };
+});
 const GLOBAL_UNICAST = new BlockList();
 GLOBAL_UNICAST.addSubnet('2000::', 3, 'ipv6');
 
@@ -140,18 +148,20 @@ function classifyIPv6(address: string): BlockedKind | undefined {
   if (embedded !== undefined) {
     return classifyIPv4(embedded);
   }
+  const socketAddress = new SocketAddress({ address, family: 'ipv6' });
   for (const { list, kind } of IPV6_LISTS) {
-    if (list.check(address, 'ipv6')) {
+    if (list.check(socketAddress)) {
       return kind;
     }
   }
   // Outside global unicast: IPv4-compatible (::/96), the discard prefix, unassigned space.
-  return GLOBAL_UNICAST.check(address, 'ipv6') ? undefined : 'reserved';
+  return GLOBAL_UNICAST.check(socketAddress) ? undefined : 'reserved';
 }
 
 function classifyIPv4(address: string): BlockedKind | undefined {
-  for (const { list, kind } of IPV4_LISTS) {
-    if (list.check(address, 'ipv4')) {
+  const n = ipv4Number(address);
+  for (const { network, mask, kind } of IPV4_MASKS) {
+    if ((n & mask) >>> 0 === network) {
       return kind;
     }
   }

@@ -108,20 +108,20 @@ function secretCache(read: (organizationId: string) => Promise<readonly string[]
   };
 }
 
-/** Fails the item when its URL or payload is unusable (operations older than the create check). */
-function checkBeforeSending(ctx: ItemContext, guard: EgressGuard): void {
-  const checked = guard.checkUrl(ctx.queryParams.url);
+/**
+ * Why no item of an operation can be sent — its URL or payload is unusable (operations older
+ * than the create's check) — or null. Judged once a batch: its items share one query_params
+ * object (see createWebhookHandler); the guard still checks each request's address.
+ */
+function unsendable(queryParams: ItemContext['queryParams'], guard: EgressGuard): string | null {
+  const checked = guard.checkUrl(queryParams.url);
   if (!checked.ok) {
-    throw new ItemError(
-      checked.problem === 'address_not_allowed'
-        ? 'address not allowed'
-        : `query_params.url ${checked.problem === 'not_http' ? 'must be an http(s) URL' : checked.message}`,
-    );
+    return checked.problem === 'address_not_allowed'
+      ? 'address not allowed'
+      : `query_params.url ${checked.problem === 'not_http' ? 'must be an http(s) URL' : checked.message}`;
   }
-  const issue = webhookQueryParamsIssues(ctx.queryParams, guard).find((i) => i.field !== 'query_params.url');
-  if (issue !== undefined) {
-    throw new ItemError(`${issue.field} ${issue.message}`);
-  }
+  const issue = webhookQueryParamsIssues(queryParams, guard).find((i) => i.field !== 'query_params.url');
+  return issue === undefined ? null : `${issue.field} ${issue.message}`;
 }
 
 export function createWebhookHandler(options: WebhookHandlerOptions): ItemHandler {
@@ -131,6 +131,8 @@ export function createWebhookHandler(options: WebhookHandlerOptions): ItemHandle
   }
   const guard = options.guard ?? createEgressGuard();
   const secretsOf = secretCache(options.signingSecrets, options.secretCacheMs ?? DEFAULT_SECRET_CACHE_MS);
+  // The verdict on each batch's query_params object, gone with the batch.
+  const verdicts = new WeakMap<object, string | null>();
 
   return {
     type: 'webhook',
@@ -138,7 +140,14 @@ export function createWebhookHandler(options: WebhookHandlerOptions): ItemHandle
     itemConcurrency: options.itemConcurrency ?? BUILT_IN_CONCURRENCY.webhook.itemConcurrency,
     checkQueryParams: (queryParams) => webhookQueryParamsIssues(queryParams, guard),
     async handle(itemId: string, ctx: ItemContext): Promise<void> {
-      checkBeforeSending(ctx, guard);
+      let verdict = verdicts.get(ctx.queryParams);
+      if (verdict === undefined) {
+        verdict = unsendable(ctx.queryParams, guard);
+        verdicts.set(ctx.queryParams, verdict);
+      }
+      if (verdict !== null) {
+        throw new ItemError(verdict);
+      }
       ctx.signal.throwIfAborted();
       const secrets = await secretsOf(ctx.organizationId);
       ctx.signal.throwIfAborted();

@@ -448,6 +448,19 @@ describe('webhook handler: which query_params it accepts', () => {
     expect(requests).toHaveLength(0);
   });
 
+  it("judges each batch's query_params on their own: every item of a bad one fails, a good one sends", async () => {
+    const handler = handlerFor();
+    const bad = { url: 'ftp://127.0.0.1/file' };
+    for (const item of ['a', 'b']) {
+      const error = await rejection(handler.handle(item, itemContext(bad)));
+      expect((error as ItemError).reason).toBe('query_params.url must be an http(s) URL');
+    }
+    await handler.handle('c', itemContext({ url: `${baseUrl}/status/200` }));
+    const error = await rejection(handler.handle('d', itemContext({ url: `http://127.0.0.2:${port}/` })));
+    expect((error as ItemError).reason).toBe('address not allowed');
+    expect(requests).toHaveLength(1);
+  });
+
   it('rejects a timeout that is not a positive number when created', () => {
     expect(() => createWebhookHandler({ signingSecrets: async () => [SECRET], timeoutMs: 0 })).toThrow(RangeError);
   });
