@@ -73,7 +73,8 @@ describe('the docs lead somewhere', () => {
 
   it('keeps the README a front door and the performance page a report', () => {
     expect(read('README.md').split('\n').length).toBeLessThanOrEqual(400);
-    expect(read('docs/performance.md').split('\n').length).toBeLessThan(250);
+    // The report's table holds every entry of a full run (80 of them).
+    expect(read('docs/performance.md').split('\n').length).toBeLessThan(300);
   });
 
   it('maps every docs page from the README', () => {
