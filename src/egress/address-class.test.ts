@@ -46,6 +46,9 @@ describe('classifyAddress', () => {
     ['2001::1', 'reserved'],
     ['2001:db8::1', 'documentation'],
     ['3fff::1', 'documentation'],
+    ['::ffff:127.0.0.1%1.2.3.4', 'loopback'],
+    ['0000:0000:0000:0000:0000:ffff:127.0.0.1%eth0', 'loopback'],
+    ['fe80::1%eth0', 'link-local'],
     ['not an address', 'reserved'],
     ['', 'reserved'],
   ])('%s is %s', (address, kind) => {
@@ -66,6 +69,11 @@ describe('classifyAddress', () => {
     '2002:808:808::1',
   ])('%s is public', (address) => {
     expect(classifyAddress(address)).toBeUndefined();
+  });
+
+  it('answers, never throws, for IPv6 text Node accepts but cannot hold as an address', () => {
+    expect(() => classifyAddress('1111:2222:3333:4444:5555:6666:255.255.255.255%x')).not.toThrow();
+    expect(classifyAddress('1111:2222:3333:4444:5555:6666:255.255.255.255%x')).toBe('reserved');
   });
 
   it("judges IPv4 as node's BlockList does, at every range's edges and across the space", () => {
@@ -107,5 +115,6 @@ describe('embeddedIPv4 and canonicalAddress', () => {
     expect(canonicalAddress('[::FFFF:127.0.0.1]')).toBe('127.0.0.1');
     expect(canonicalAddress('10.0.0.1')).toBe('10.0.0.1');
     expect(canonicalAddress('FD00::1')).toBe('fd00::1');
+    expect(canonicalAddress('::ffff:127.0.0.1%eth0')).toBe('127.0.0.1');
   });
 });

@@ -82,7 +82,8 @@ function ipv4Number(address: string): number {
 // IPv4 ranges are compared as numbers: a BlockList check builds a SocketAddress per list, which
 // cost the webhook handler about a tenth of its CPU (each request's URL and address are judged).
 const IPV4_MASKS = IPV4_RANGES.map(([network, prefix, kind]) => {
-  const mask = (0xffffffff << (32 - prefix)) >>> 0;
+  // A shift by 32 is a shift by 0 in JavaScript: a /0 range masks nothing.
+  const mask = prefix === 0 ? 0 : (0xffffffff << (32 - prefix)) >>> 0;
   return { network: (ipv4Number(network) & mask) >>> 0, mask, kind };
 });
 
@@ -148,7 +149,12 @@ function classifyIPv6(address: string): BlockedKind | undefined {
   if (embedded !== undefined) {
     return classifyIPv4(embedded);
   }
-  const socketAddress = new SocketAddress({ address, family: 'ipv6' });
+  let socketAddress: SocketAddress;
+  try {
+    socketAddress = new SocketAddress({ address, family: 'ipv6' });
+  } catch {
+    return 'reserved'; // Node accepts it as IPv6 text but cannot hold it: fail closed.
+  }
   for (const { list, kind } of IPV6_LISTS) {
     if (list.check(socketAddress)) {
       return kind;
@@ -169,11 +175,21 @@ function classifyIPv4(address: string): BlockedKind | undefined {
 }
 
 /**
+ * The address without URL brackets or an IPv6 zone (`fe80::1%eth0`): `net.isIP` accepts a zone,
+ * which the byte parsing below would misread (`::ffff:127.0.0.1%1.2.3.4` as 1.2.3.4).
+ */
+function unbracketed(address: string): string {
+  const bare = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
+  const zone = bare.indexOf('%');
+  return zone === -1 || isIP(bare) !== 6 ? bare : bare.slice(0, zone);
+}
+
+/**
  * Why `address` may not be called, or undefined when it is public. Anything that is not an IP
  * address at all counts as reserved: a guard must fail closed.
  */
 export function classifyAddress(address: string): BlockedKind | undefined {
-  const bare = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
+  const bare = unbracketed(address);
   switch (isIP(bare)) {
     case 4:
       return classifyIPv4(bare);
@@ -189,7 +205,7 @@ export function classifyAddress(address: string): BlockedKind | undefined {
  * address unchanged: how allow-list entries and resolved addresses are compared.
  */
 export function canonicalAddress(address: string): string {
-  const bare = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
+  const bare = unbracketed(address);
   if (isIP(bare) !== 6) {
     return bare;
   }
