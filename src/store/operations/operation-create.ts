@@ -18,7 +18,7 @@ import { prepared } from '../db/prepared.ts';
 import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
 import { insertItems } from './item-insert.ts';
 import { assertBackgroundCapacity, pauseActive, pausedByNewerSet } from './operation-admission.ts';
-import { holdForApproval } from './operation-approval.ts';
+import { needsApprovalSql } from './operation-approval.ts';
 import { timeOrderedUuid } from './operation-id.ts';
 import { type QuotaDefaults, reserveQuota } from './operation-quota.ts';
 import { OPERATION_COLUMNS } from './operation-row.ts';
@@ -37,8 +37,9 @@ const CREATE_PAUSE_REASON = 'a new operation was created';
 /**
  * A create in one statement: the conversation's lock (ensureConversation's, taken first: the
  * pause reads its count), the pause of the conversation's active operation ($8: unless the
- * caller paused it already) and its `paused` event, the new operation's row, its `created` event
- * and its items ($7, may be null). The pause cannot see the new row (one snapshot); the insert
+ * caller paused it already) and its `paused` event, the new operation's row — `awaiting_approval`
+ * when it is a background one ($12) its organization's policy holds (operation-approval.ts), else
+ * active — its `created` event and its items ($7, may be null). The pause cannot see the new row (one snapshot); the insert
  * reads the pause's rows so that it runs after it (the index of one active operation per
  * conversation must find the old row paused). In a transaction that took the lock already,
  * taking it again costs nothing.
@@ -58,7 +59,9 @@ const CREATE_SQL = prepared(`WITH conversation AS (
   created AS (
     INSERT INTO assistant_operation
       (id, conversation_id, organization_id, operation_type, status, total_items, state_json)
-    SELECT $6::uuid, $1, $2, $3, 'active', $4, $5::jsonb
+    SELECT $6::uuid, $1, $2, $3,
+      CASE WHEN $12::boolean AND ${needsApprovalSql('$2', '$4::int')} THEN 'awaiting_approval' ELSE 'active' END,
+      $4, $5::jsonb
     FROM (SELECT count(*) FROM paused) AS after_pause
     RETURNING ${OPERATION_COLUMNS}),
   created_event AS (
@@ -168,6 +171,7 @@ function createValues(
   extraState: Partial<OperationState>,
   pause: boolean,
 ): unknown[] {
+  const background = params.execution === 'background';
   const state: OperationState = { ...initialState(params), ...extraState };
   return [
     scope.conversationId,
@@ -181,17 +185,20 @@ function createValues(
     CREATE_PAUSE_REASON,
     params.actor,
     JSON.stringify({ total_items: items.count, batch_size: params.batchSize, execution: params.execution }),
+    // Above the organization's threshold, a person approves it first (operation-approval.ts).
+    background,
   ];
 }
 
 /**
- * The statements of a create but the items': the conversation's lock, the pause of its active
- * operation, the background limit, the operation row (with `items.operationId` when the caller
- * wrote the items first, see item-copy.ts), its `created` event and, given `items.ids`, its
- * items. In the caller's transaction, which it first makes hold the conversation's lock, so the
- * statements after it see every create of the conversation committed before: two statements for
- * an assistant's operation, four for a background one (the limit is counted between the pause
- * and the insert, and takes a lock of its own).
+ * The statements of a create but the items': the conversation's lock, the organization's quota,
+ * the pause of its active operation, the background limit, the operation row (with
+ * `items.operationId` when the caller wrote the items first, see item-copy.ts; held for approval
+ * when its organization's policy says so), its `created` event and, given `items.ids`, its items.
+ * In the caller's transaction, which it first makes hold the conversation's lock, so the
+ * statements after it see every create of the conversation committed before: four statements
+ * for an assistant's operation (the lock, the quota's two, the create), seven for a background
+ * one (the pause, then the limit, counted under a lock of its own before the insert).
  */
 export async function insertCreatedOperation(
   tx: Queryable,
@@ -211,12 +218,7 @@ export async function insertCreatedOperation(
   const created = createdFrom(
     await tx.query<CreatedRow>(CREATE_SQL, createValues(scope, params, items, extraState, !background)),
   );
-  // Above the organization's threshold, a person approves it first (operation-approval.ts).
-  const held = background ? await holdForApproval(tx, created.operation.id) : null;
-  return {
-    operation: held ?? created.operation,
-    pausedOperationId: pausedOperationId ?? created.pausedOperationId,
-  };
+  return { operation: created.operation, pausedOperationId: pausedOperationId ?? created.pausedOperationId };
 }
 
 /**
