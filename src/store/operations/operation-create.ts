@@ -37,14 +37,14 @@ const CREATE_PAUSE_REASON = 'a new operation was created';
 /**
  * A create in one statement: the conversation's lock (ensureConversation's, taken first: the
  * pause reads its count), the pause of the conversation's active operation ($8: unless the
- * caller paused it already) and its `paused` event, the new operation's row — `awaiting_approval`
- * when it is a background one ($12) its organization's policy holds (operation-approval.ts), else
- * active — its `created` event and its items ($7, may be null). The pause cannot see the new row (one snapshot); the insert
- * reads the pause's rows so that it runs after it (the index of one active operation per
- * conversation must find the old row paused). In a transaction that took the lock already,
- * taking it again costs nothing.
+ * caller paused it already) and its `paused` event, the new operation's row with `status` (an
+ * SQL expression), its `created` event and its items ($7, may be null). The pause cannot see the
+ * new row (one snapshot); the insert reads the pause's rows so that it runs after it (the index
+ * of one active operation per conversation must find the old row paused). In a transaction that
+ * took the lock already, taking it again costs nothing.
  */
-const CREATE_SQL = prepared(`WITH conversation AS (
+const createSql = (status: string) =>
+  prepared(`WITH conversation AS (
     INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
     ON CONFLICT (organization_id, id) DO UPDATE SET id = excluded.id WHERE false
     RETURNING id),
@@ -59,9 +59,7 @@ const CREATE_SQL = prepared(`WITH conversation AS (
   created AS (
     INSERT INTO assistant_operation
       (id, conversation_id, organization_id, operation_type, status, total_items, state_json)
-    SELECT $6::uuid, $1, $2, $3,
-      CASE WHEN $12::boolean AND ${needsApprovalSql('$2', '$4::int')} THEN 'awaiting_approval' ELSE 'active' END,
-      $4, $5::jsonb
+    SELECT $6::uuid, $1, $2, $3, ${status}, $4, $5::jsonb
     FROM (SELECT count(*) FROM paused) AS after_pause
     RETURNING ${OPERATION_COLUMNS}),
   created_event AS (
@@ -71,6 +69,13 @@ const CREATE_SQL = prepared(`WITH conversation AS (
     INSERT INTO assistant_operation_item (operation_id, ordinal, item_id)
     SELECT c.id, (u.o - 1)::int, u.v FROM created c, unnest($7::text[]) WITH ORDINALITY AS u(v, o))
   SELECT created.*, (SELECT id FROM paused LIMIT 1) AS paused_operation_id FROM created`);
+
+/** An assistant's operation starts active. */
+const CREATE_SQL = createSql(`'active'`);
+/** A background one waits for approval when its organization's policy holds it (operation-approval.ts). */
+const CREATE_BACKGROUND_SQL = createSql(
+  `CASE WHEN ${needsApprovalSql('$2', '$4::int')} THEN 'awaiting_approval' ELSE 'active' END`,
+);
 
 export interface CreateOperationParams {
   operationType: string;
@@ -163,7 +168,7 @@ function createdFrom(rows: CreatedRow[]): CreatedOperation {
   return { operation, pausedOperationId: paused_operation_id };
 }
 
-/** CREATE_SQL's parameters. */
+/** The parameters of CREATE_SQL and CREATE_BACKGROUND_SQL. */
 function createValues(
   scope: ConversationScope,
   params: Omit<CreateOperationParams, 'itemIds'>,
@@ -171,7 +176,6 @@ function createValues(
   extraState: Partial<OperationState>,
   pause: boolean,
 ): unknown[] {
-  const background = params.execution === 'background';
   const state: OperationState = { ...initialState(params), ...extraState };
   return [
     scope.conversationId,
@@ -185,8 +189,6 @@ function createValues(
     CREATE_PAUSE_REASON,
     params.actor,
     JSON.stringify({ total_items: items.count, batch_size: params.batchSize, execution: params.execution }),
-    // Above the organization's threshold, a person approves it first (operation-approval.ts).
-    background,
   ];
 }
 
@@ -216,7 +218,10 @@ export async function insertCreatedOperation(
     await assertBackgroundCapacity(tx, scope.organizationId, params.maxActiveBackground);
   }
   const created = createdFrom(
-    await tx.query<CreatedRow>(CREATE_SQL, createValues(scope, params, items, extraState, !background)),
+    await tx.query<CreatedRow>(
+      background ? CREATE_BACKGROUND_SQL : CREATE_SQL,
+      createValues(scope, params, items, extraState, !background),
+    ),
   );
   return { operation: created.operation, pausedOperationId: pausedOperationId ?? created.pausedOperationId };
 }
