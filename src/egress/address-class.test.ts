@@ -71,7 +71,7 @@ describe('classifyAddress', () => {
     expect(classifyAddress(address)).toBeUndefined();
   });
 
-  it('answers, never throws, for IPv6 text Node accepts but cannot hold as an address', () => {
+  it('answers, never throws, for the longest IPv6 text with a zone (judged without it)', () => {
     expect(() => classifyAddress('1111:2222:3333:4444:5555:6666:255.255.255.255%x')).not.toThrow();
     expect(classifyAddress('1111:2222:3333:4444:5555:6666:255.255.255.255%x')).toBe('reserved');
   });

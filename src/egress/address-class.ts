@@ -153,7 +153,9 @@ function classifyIPv6(address: string): BlockedKind | undefined {
   try {
     socketAddress = new SocketAddress({ address, family: 'ipv6' });
   } catch {
-    return 'reserved'; // Node accepts it as IPv6 text but cannot hold it: fail closed.
+    // Text isIP took as IPv6 that SocketAddress refuses (long zoned text did, before bareAddress
+    // dropped zones): no answer is no permission.
+    return 'reserved';
   }
   for (const { list, kind } of IPV6_LISTS) {
     if (list.check(socketAddress)) {
@@ -178,7 +180,7 @@ function classifyIPv4(address: string): BlockedKind | undefined {
  * The address without URL brackets or an IPv6 zone (`fe80::1%eth0`): `net.isIP` accepts a zone,
  * which the byte parsing below would misread (`::ffff:127.0.0.1%1.2.3.4` as 1.2.3.4).
  */
-function unbracketed(address: string): string {
+function bareAddress(address: string): string {
   const bare = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
   const zone = bare.indexOf('%');
   return zone === -1 || isIP(bare) !== 6 ? bare : bare.slice(0, zone);
@@ -189,7 +191,7 @@ function unbracketed(address: string): string {
  * address at all counts as reserved: a guard must fail closed.
  */
 export function classifyAddress(address: string): BlockedKind | undefined {
-  const bare = unbracketed(address);
+  const bare = bareAddress(address);
   switch (isIP(bare)) {
     case 4:
       return classifyIPv4(bare);
@@ -205,7 +207,7 @@ export function classifyAddress(address: string): BlockedKind | undefined {
  * address unchanged: how allow-list entries and resolved addresses are compared.
  */
 export function canonicalAddress(address: string): string {
-  const bare = unbracketed(address);
+  const bare = bareAddress(address);
   if (isIP(bare) !== 6) {
     return bare;
   }
