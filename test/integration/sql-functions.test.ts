@@ -31,11 +31,12 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are eleven, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are twelve, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
       'opspad_cursor_forward',
       'opspad_delete_operation_items',
+      'opspad_lease_from_cursor',
       'opspad_lease_items',
       'opspad_lease_step',
       'opspad_lease_usual',

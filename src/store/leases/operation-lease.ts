@@ -4,12 +4,12 @@
  * (sql/opspad_lease_items.sql, called as item-sql.ts LEASE_NEXT_SQL): a lease is a row
  * of assistant_operation_lease and writes nothing to its items.
  *
- * Lock order: the operation row (shared for the usual lease, exclusive when the cursor may move
- * back), read with whether any lease has expired → the batch's item rows (`FOR UPDATE SKIP
- * LOCKED`, so lanes never wait on each other's rows) and the owner's lease row, in that order,
- * in one call → the event, the spent lease rows and the operation row's cursor, last, in one
- * statement just before commit (operation-tail.ts): leases running side by side wait for each
- * other only there.
+ * Lock order: the operation row (its update lock for the usual lease, which the step functions'
+ * leases take too, so that they may read their batches without locking them; exclusive when the
+ * cursor may move back), read with whether any lease has expired → the batch's item rows (`FOR
+ * UPDATE SKIP LOCKED`) and the owner's lease row, in that order, in one call → the event, the
+ * spent lease rows and the operation row's cursor, last, in one statement just before commit
+ * (operation-tail.ts).
  * Cost per lease: O(batch) and six round trips (begin, lock, renew, lease, tail, commit), five
  * when the caller holds no lease row (the lock's read says so, and nothing is renewed) —
  * the caller's own batch and the new one by primary key, the operation's lease rows (a handful),
@@ -58,9 +58,9 @@ export interface LeaseResult {
  * otherwise the next batch from the cursor, leased to the caller. Expired leases go back to
  * pending first. Paused and finished operations hand out no new batch.
  *
- * Two modes of one transaction (leaseIn). The usual one leases under a shared lock of the
- * operation, so the lanes of one operation lease (and record) at the same time: `FOR UPDATE SKIP
- * LOCKED` gives each a batch of its own, and the cursor only moves forward. Whatever can move the
+ * Two modes of one transaction (leaseIn). The usual one leases under the operation row's update
+ * lock, as the step functions' leases do (records go on beside it): `FOR UPDATE SKIP LOCKED`
+ * and the live lease rows give it a batch of its own, and the cursor only moves forward. Whatever can move the
  * cursor back or needs an exact view — expired leases to reclaim, or nothing found from the cursor
  * (the operation's end, every remaining item in flight, or items a failed concurrent lease left
  * behind it) — goes to the exclusive mode, which runs alone: the rules are then those of a single

@@ -5,13 +5,14 @@
  * round trips each (begin, lock, statement, tail, commit) and hold the operation row's lock
  * across them; a call holds it only while the server runs it.
  *
- * Lock order: the same as the general path's — the operation row (FOR KEY SHARE) → the batch's
- * item rows (SKIP LOCKED for a lease) and the lease rows → the event, the spent lease rows and
- * the operation row's update, last.
- * Cost: O(batch), one round trip; the lease is the general path's statement (opspad_lease_items)
- * and the record writes each item once (opspad_record_owned), each planned once per connection
- * (plan_cache_mode: re-planned on every call, those taking the report's arrays would spend a
- * good part of the call in the planner).
+ * Lock order: the same as the general path's — the operation row (FOR KEY SHARE for a record,
+ * its update lock for a lease, so leases take turns) → the report's item rows and the lease
+ * rows → the event, the spent lease rows and the operation row's update, last.
+ * Cost: O(batch), one round trip; the lease reads the batch's rows from the cursor
+ * (opspad_lease_from_cursor, or the general path's statement when a live lease reaches past
+ * the cursor) and the record writes each item once (opspad_record_owned), each planned once
+ * per connection (plan_cache_mode: re-planned on every call, those taking the report's arrays
+ * would spend a good part of the call in the planner).
  *
  * Each returns null, having changed nothing, when the case is not the usual one — the
  * conditions are opspad_lease_usual and opspad_record_usual, which the general path reads too —

@@ -47,9 +47,9 @@ export function operationNotFound(operationId: string): AppError {
  *
  * `exclusive` (FOR UPDATE) is what every action that changes the operation's state takes
  * (pause, cancel, complete, resume, maintenance): it waits for every other lock on the row and
- * holds them all off. `shared` (FOR KEY SHARE) is the hot path's: leases and records of one
+ * holds them all off. `shared` (FOR KEY SHARE) is the records' hot path: the records of one
  * operation's lanes run side by side under it, while a state change still waits for all of them
- * and they for it. Their own updates of the row (counters, cursor) take the row's update lock only
+ * and they for it (a lease takes the update lock: lockOperationForLease). Their own updates of the row (counters, cursor) take the row's update lock only
  * for the few statements before commit, and every one is written to commute (`count + n`,
  * GREATEST for the cursor). Under an exclusive lock held for the whole transaction, the lanes
  * of an operation would take turns, and a lease's or record's time would be the wait for it.
@@ -80,11 +80,15 @@ export async function lockOperation(
 }
 
 /**
- * {@link lockOperation} for a lease, read with what decides whether the lease is the usual case
- * (sql/opspad_lease_usual.sql, the condition the step functions read too): whether the caller
- * is in the operation's dispatch epoch (`epoch` undefined: any), holds a lease row of its own
- * (then there is a batch to renew; without one the renewal's statement is not sent) and whether
- * an expired lease still holds items (then they are reclaimed first). One round trip.
+ * The operation's row locked for a lease: `exclusive` as {@link lockOperation}; `shared` takes
+ * the row's update lock (FOR NO KEY UPDATE), not a key-share lock, because the step functions
+ * lease without locking item rows under that lock (sql/opspad_lease_from_cursor.sql): leases of
+ * one operation take turns, records still run beside them. Read with what decides whether the
+ * lease is the usual case (sql/opspad_lease_usual.sql, the condition the step functions read
+ * too): whether the caller is in the operation's dispatch epoch (`epoch` undefined: any), holds
+ * a lease row of its own (then there is a batch to renew; without one the renewal's statement is
+ * not sent) and whether an expired lease still holds items (then they are reclaimed first). One
+ * round trip.
  */
 export async function lockOperationForLease(
   tx: Queryable,
@@ -101,7 +105,7 @@ export async function lockOperationForLease(
      FROM assistant_operation,
        opspad_lease_usual(assistant_operation.id, $4, assistant_operation.status, assistant_operation.state_json, $5) u
      WHERE id = $1 AND organization_id = $2 AND conversation_id = $3
-     FOR ${mode === 'exclusive' ? 'UPDATE' : 'KEY SHARE'} OF assistant_operation`,
+     FOR ${mode === 'exclusive' ? 'UPDATE' : 'NO KEY UPDATE'} OF assistant_operation`,
     [operationId, scope.organizationId, scope.conversationId, owner, epoch ?? null],
   );
   const row = rows[0];

@@ -4,8 +4,9 @@
 -- dispatch epoch, no lease row of the caller's, no expired lease) and a pending item is found
 -- from the cursor; otherwise returns no row, having changed nothing, and the caller runs the
 -- general transaction. p_limit null: the operation's batch size.
--- Lock order: the operation row (FOR KEY SHARE) → the batch's item rows (SKIP LOCKED) and the
--- owner's lease row → the event and the operation row's update, last.
+-- Lock order: the operation row's update lock, held to the commit (leases of one operation take
+-- turns: opspad_lease_from_cursor) → the owner's lease row → the event and the operation row's
+-- update, last.
 -- Statements are planned once per connection (plan_cache_mode): their generic plans are the
 -- custom ones (lookups by the operation's key and ordinals or ids).
 CREATE OR REPLACE FUNCTION opspad_lease_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_lease_seconds double precision, p_limit integer, p_epoch integer)
@@ -23,14 +24,13 @@ DECLARE
 BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
-  FOR KEY SHARE;
+  FOR NO KEY UPDATE;
   IF NOT FOUND OR NOT (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
     RETURN;
   END IF;
-  SELECT array_agg(t.leased_ordinal ORDER BY t.leased_ordinal), array_agg(t.leased_item_id ORDER BY t.leased_ordinal)
-  INTO taken_ordinals, taken_ids
-  FROM opspad_lease_items(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
-                          coalesce(p_limit, (op.state_json->>'batch_size')::integer), true) t;
+  SELECT t.taken_ordinals, t.taken_ids INTO taken_ordinals, taken_ids
+  FROM opspad_lease_from_cursor(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
+                                coalesce(p_limit, (op.state_json->>'batch_size')::integer)) t;
   IF taken_ordinals IS NULL THEN
     -- Nothing from the cursor: "no batch" only when no item is pending at all.
     SELECT p.pending, p.in_flight INTO pending_now, in_flight_now

@@ -5,8 +5,8 @@
 -- 'declined' (the caller leases on its own); 'none': no item is pending at all (the cursor moves
 -- to the end); 'leased' comes with the batch's ids.
 -- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and their owners' lease
--- rows → the next batch's item rows (SKIP LOCKED) and the owner's lease row → the events, the
--- spent lease rows and the operation row's update, last.
+-- rows → the operation row's update lock, held to the commit → the owner's lease row → the
+-- events, the spent lease rows and the operation row's update, last.
 CREATE OR REPLACE FUNCTION opspad_record_lease_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limit integer, p_epoch integer)
  RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer, item_ids text[], lease text)
  LANGUAGE plpgsql
@@ -37,12 +37,13 @@ BEGIN
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
 
   -- The lease, on opspad_lease_step's condition (opspad_lease_usual); the owner's own lease
-  -- row, spent by the record, is gone by now.
+  -- row, spent by the record, is gone by now. Leases of the operation take turns from here
+  -- (opspad_lease_from_cursor): the row's update lock, which the last statement needs anyway.
+  PERFORM 1 FROM "assistant_operation" o WHERE o.id = p_operation FOR NO KEY UPDATE;
   IF (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
-    SELECT array_agg(t.leased_ordinal ORDER BY t.leased_ordinal), array_agg(t.leased_item_id ORDER BY t.leased_ordinal)
-    INTO taken_ordinals, taken_ids
-    FROM opspad_lease_items(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
-                            coalesce(p_limit, (op.state_json->>'batch_size')::integer), true) t;
+    SELECT t.taken_ordinals, t.taken_ids INTO taken_ordinals, taken_ids
+    FROM opspad_lease_from_cursor(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
+                                  coalesce(p_limit, (op.state_json->>'batch_size')::integer)) t;
     IF taken_ordinals IS NOT NULL THEN
       lease_state := 'leased';
       new_cursor := taken_ordinals[cardinality(taken_ordinals)] + 1;

@@ -8,8 +8,8 @@
 -- record rolls back the whole call (OPS01): the caller then sends each lane alone.
 -- One row per lane, in p_owners' order, each with the operation as updated.
 -- Lock order: the operation row (FOR KEY SHARE) → each lane's report's item rows and lease row
--- → each lane's next batch's item rows (SKIP LOCKED) and lease row → the events, the spent
--- lease rows and the operation row's update, last.
+-- → the operation row's update lock, held to the commit → each lane's next lease row → the
+-- events, the spent lease rows and the operation row's update, last.
 CREATE OR REPLACE FUNCTION opspad_record_lease_steps(p_operation uuid, p_organization uuid, p_conversation uuid, p_owners text[], p_sizes integer[], p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limits integer[], p_epoch integer)
  RETURNS TABLE(lane_owner text, id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer, item_ids text[], lease text)
  LANGUAGE plpgsql
@@ -65,16 +65,17 @@ BEGIN
   FROM generate_series(1, lanes) AS g;
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
 
+  -- Leases of the operation take turns from here (opspad_lease_from_cursor).
+  PERFORM 1 FROM "assistant_operation" o WHERE o.id = p_operation FOR NO KEY UPDATE;
   scan_from := (op.state_json->>'cursor')::integer;
   FOR g IN 1..lanes LOOP
     taken_ordinals := NULL;
     taken_ids := NULL;
     lease_states := lease_states || 'declined'::text;
     IF (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owners[g], op.status, op.state_json, p_epoch) u) THEN
-      SELECT array_agg(t.leased_ordinal ORDER BY t.leased_ordinal), array_agg(t.leased_item_id ORDER BY t.leased_ordinal)
-      INTO taken_ordinals, taken_ids
-      FROM opspad_lease_items(p_operation, p_owners[g], p_lease_seconds, scan_from,
-                              coalesce(p_limits[g], (op.state_json->>'batch_size')::integer), true) t;
+      SELECT t.taken_ordinals, t.taken_ids INTO taken_ordinals, taken_ids
+      FROM opspad_lease_from_cursor(p_operation, p_owners[g], p_lease_seconds, scan_from,
+                                    coalesce(p_limits[g], (op.state_json->>'batch_size')::integer)) t;
       IF taken_ordinals IS NOT NULL THEN
         lease_states[g] := 'leased';
         scan_from := taken_ordinals[cardinality(taken_ordinals)] + 1;

@@ -1,0 +1,155 @@
+/**
+ * Leases of one operation take turns on its row's update lock, so the step functions' lease reads
+ * its batch from the cursor without locking the item rows (sql/opspad_lease_from_cursor.sql),
+ * and the record of a whole lease writes it by its ordinals (sql/opspad_record_owned.sql). What
+ * must hold: lanes on many connections, with the general path's shared lease among them, never
+ * share an item and record each once; a lease past a cursor that went back leaves out the items
+ * a live lease holds; a report of a whole lease is recorded in any order, and any other report
+ * with as many ids is decided id by id.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type OpspadDatabase, recordResults } from '../../src/store/index.ts';
+import { leaseNext } from '../../src/store/leases/item-sql.ts';
+import { leaseStep, recordLeaseStep, recordStep } from '../../src/store/leases/step-calls.ts';
+import { lockOperationForLease } from '../../src/store/operations/operation-row.ts';
+import { ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
+
+describe.each(ENGINES)('leases taking turns on %s', (engine) => {
+  let db: OpspadDatabase;
+
+  beforeAll(async () => {
+    db = await openTestDatabase(engine);
+  });
+  afterAll(async () => {
+    await db.close();
+  });
+
+  const itemRows = (operationId: string) =>
+    db.query<{ item_id: string; status: string; attempts: number }>(
+      'SELECT item_id, status, attempts FROM assistant_operation_item WHERE operation_id = $1 ORDER BY ordinal',
+      [operationId],
+    );
+  const counters = async (operationId: string) =>
+    (
+      await db.query<{ completed_count: number; failed_count: number; cursor: number }>(
+        `SELECT completed_count, failed_count, (state_json->>'cursor')::int AS cursor
+         FROM assistant_operation WHERE id = $1`,
+        [operationId],
+      )
+    )[0];
+
+  it('gives lanes on many connections, the general lease among them, disjoint batches, each item recorded once', async () => {
+    const items = 600;
+    const { scope, operationId } = await newStoreOperation(db, items, 7);
+    const leased: string[] = [];
+
+    // A lane of the step functions: its first lease, then a record that leases the next batch.
+    const stepLane = async (owner: string) => {
+      let batch = (await leaseStep(db, scope, { operationId, owner, leaseSeconds: 300 }))?.batch ?? [];
+      for (let turn = 0; turn < items && batch.length > 0; turn++) {
+        leased.push(...batch);
+        const step = await recordLeaseStep(db, scope, {
+          operationId,
+          owner,
+          ids: batch,
+          reasons: null,
+          leaseSeconds: 300,
+        });
+        expect(step, `${owner}'s record of its own batch`).not.toBeNull();
+        batch = step?.next.kind === 'leased' ? step.next.batch : [];
+      }
+    };
+    // A lane of the general lease's shared mode (operation-lease.ts): the row's update lock, the
+    // general statement, the cursor moved forward; recorded through the general record.
+    const generalLane = async (owner: string) => {
+      for (let turn = 0; turn < items; turn++) {
+        const batch = await db.transaction(async (tx) => {
+          const { op } = await lockOperationForLease(tx, scope, operationId, 'shared', owner, undefined);
+          const taken = await leaseNext(tx, operationId, owner, 300, op.state_json.cursor, 5, true);
+          const last = taken.at(-1);
+          if (last) {
+            await tx.query(
+              `UPDATE assistant_operation SET state_json = opspad_cursor_forward(state_json, $2) WHERE id = $1`,
+              [operationId, last.ordinal + 1],
+            );
+          }
+          return taken.map((item) => item.item_id);
+        });
+        if (batch.length === 0) {
+          return;
+        }
+        leased.push(...batch);
+        const recorded = await recordResults(db, scope, { operationId, completedIds: batch, failed: [], owner });
+        expect(recorded.leaseConflicts).toEqual([]);
+      }
+    };
+    await Promise.all([
+      ...['s1', 's2', 's3', 's4', 's5'].map((owner) => stepLane(owner)),
+      ...['g1', 'g2'].map((owner) => generalLane(owner)),
+    ]);
+
+    // Items the lanes could not find from the cursor (the tail) go to a last general lease.
+    const rest = await leaseStep(db, scope, { operationId, owner: 'tail', leaseSeconds: 300 });
+    expect(rest?.batch ?? []).toEqual([]);
+    expect(new Set(leased).size).toBe(leased.length);
+    expect([...leased].sort()).toEqual([...ids(items)].sort());
+    const rows = await itemRows(operationId);
+    expect(rows.every((row) => row.status === 'completed' && row.attempts === 1)).toBe(true);
+    expect(await counters(operationId)).toMatchObject({ completed_count: items, failed_count: 0 });
+  });
+
+  it('leaves out the items a live lease holds when the cursor has gone back behind it', async () => {
+    const { scope, operationId } = await newStoreOperation(db, 30, 10);
+    const first = await leaseStep(db, scope, { operationId, owner: 'a', leaseSeconds: 300 });
+    const second = await leaseStep(db, scope, { operationId, owner: 'b', leaseSeconds: 300 });
+    expect(first?.batch).toEqual(ids(30).slice(0, 10));
+    expect(second?.batch).toEqual(ids(30).slice(10, 20));
+    // a's lease given up and the cursor back at its start, as a reclaim leaves them; b's still live.
+    await db.query(`DELETE FROM assistant_operation_lease WHERE operation_id = $1 AND owner = 'a'`, [operationId]);
+    await db.query(`UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', '0') WHERE id = $1`, [
+      operationId,
+    ]);
+
+    const again = await leaseStep(db, scope, { operationId, owner: 'c', leaseSeconds: 300 });
+    expect(again?.batch).toEqual(ids(30).slice(0, 10));
+    const past = await leaseStep(db, scope, { operationId, owner: 'd', leaseSeconds: 300 });
+    expect(past?.batch).toEqual(ids(30).slice(20, 30));
+    expect(await counters(operationId)).toMatchObject({ cursor: 30 });
+  });
+
+  it('records a whole lease reported in any order, by range or not, and decides any other report id by id', async () => {
+    const { scope, operationId } = await newStoreOperation(db, 12, 4);
+    const whole = await leaseStep(db, scope, { operationId, owner: 'w', leaseSeconds: 300 });
+    const reversed = [...(whole?.batch ?? [])].reverse();
+    expect(await recordStep(db, scope, { operationId, owner: 'w', ids: reversed, reasons: null })).not.toBeNull();
+
+    // A lease whose ordinals do not follow each other (as one taken behind the cursor can be):
+    // 4, 6 and 7, item 5 recorded by the assistant.
+    const gappy = await leaseStep(db, scope, { operationId, owner: 'x', leaseSeconds: 300 });
+    expect(gappy?.batch).toEqual(ids(12).slice(4, 8));
+    await recordResults(db, scope, { operationId, completedIds: [ids(12)[5] as string], failed: [], owner: 'x' });
+    await db.query(
+      `UPDATE assistant_operation_lease SET ordinals = ARRAY[4, 6, 7], remaining = 3
+       WHERE operation_id = $1 AND owner = 'x'`,
+      [operationId],
+    );
+    const rest = [ids(12)[4], ids(12)[6], ids(12)[7]] as string[];
+    expect(await recordStep(db, scope, { operationId, owner: 'x', ids: rest, reasons: null })).not.toBeNull();
+
+    // As many ids as the lease holds, one of them not the lease's: the step declines, changing
+    // nothing, and the general record says which.
+    const last = await leaseStep(db, scope, { operationId, owner: 'y', leaseSeconds: 300 });
+    const wrong = [...(last?.batch ?? []).slice(0, 3), ids(12)[0] as string];
+    expect(await recordStep(db, scope, { operationId, owner: 'y', ids: wrong, reasons: null })).toBeNull();
+    expect((await itemRows(operationId)).slice(8).map((row) => row.status)).toEqual([
+      'pending',
+      'pending',
+      'pending',
+      'pending',
+    ]);
+    const decided = await recordResults(db, scope, { operationId, completedIds: wrong, failed: [], owner: 'y' });
+    expect(decided.alreadyRecorded).toEqual([ids(12)[0]]);
+    expect((await itemRows(operationId)).map((row) => row.status)).toEqual([...Array(11).fill('completed'), 'pending']);
+    expect(await counters(operationId)).toMatchObject({ completed_count: 11, failed_count: 0 });
+  });
+});
