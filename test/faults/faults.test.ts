@@ -343,125 +343,143 @@ describe('fault injection', () => {
     },
   );
 
-  it('records a batch delivered twice (a frozen worker and its job retried) once, and a replayed update once', async () => {
-    const started = Date.now();
-    const s = await scenario();
-    // Long batches, so the freeze lands mid-batch; a short job lock, so BullMQ redelivers it.
-    await s.startWorkers(1, { OPSPAD_JOB_LOCK_TTL: '1s', OPSPAD_LEASE_TTL: '60s' });
-    const operationId = await createCounting(s, 400, { latency_ms: 40 });
-    const frozen = s.workers[0] as Spawned;
-    await eventually(async () => ((await recordedSoFar(s, operationId)) >= 50 ? true : undefined), {
-      timeoutMs: RUN_TIMEOUT_MS,
-      what: 'the first batches',
-    });
-    frozen.process.kill('SIGSTOP');
-    // Another worker: BullMQ sees the frozen one's jobs stall and delivers them again (same job
-    // ids, so the same lease owners: they get the very batches the frozen worker holds).
-    await s.startWorkers(1, { OPSPAD_JOB_LOCK_TTL: '1s', OPSPAD_LEASE_TTL: '60s' });
-    await eventually(async () => ((await recordedSoFar(s, operationId)) >= 250 ? true : undefined), {
-      timeoutMs: RUN_TIMEOUT_MS,
-      what: 'the second worker taking over',
-    });
-    frozen.process.kill('SIGCONT'); // it wakes up and reports the batches it was handling
-    await waitForEnd(s, operationId);
+  it.each(QUEUE_BACKENDS)(
+    'records a batch delivered twice (a frozen worker and its job retried) once, and a replayed update once (%s queue)',
+    async (queue) => {
+      const started = Date.now();
+      const s = await scenario({ queue });
+      // Long batches, so the freeze lands mid-batch; a short job lock, so BullMQ redelivers it.
+      await s.startWorkers(1, { OPSPAD_JOB_LOCK_TTL: '1s', OPSPAD_LEASE_TTL: '60s' });
+      const operationId = await createCounting(s, 400, { latency_ms: 40 });
+      const frozen = s.workers[0] as Spawned;
+      await eventually(async () => ((await recordedSoFar(s, operationId)) >= 50 ? true : undefined), {
+        timeoutMs: RUN_TIMEOUT_MS,
+        what: 'the first batches',
+      });
+      frozen.process.kill('SIGSTOP');
+      // Another worker: BullMQ sees the frozen one's jobs stall and delivers them again (same job
+      // ids, so the same lease owners: they get the very batches the frozen worker holds).
+      await s.startWorkers(1, { OPSPAD_JOB_LOCK_TTL: '1s', OPSPAD_LEASE_TTL: '60s' });
+      await eventually(async () => ((await recordedSoFar(s, operationId)) >= 250 ? true : undefined), {
+        timeoutMs: RUN_TIMEOUT_MS,
+        what: 'the second worker taking over',
+      });
+      frozen.process.kill('SIGCONT'); // it wakes up and reports the batches it was handling
+      await waitForEnd(s, operationId);
 
-    // A replayed update changes nothing.
-    const conversation = (
-      await s.harness.db.query<{ conversation_id: string }>(
-        'SELECT conversation_id FROM assistant_operation WHERE id = $1',
-        [operationId],
-      )
-    )[0]?.conversation_id as string;
-    const replay = await s.tenant.op(conversation, {
-      action: 'update',
-      operation_id: operationId,
-      completed_ids: ['item-1', 'item-2'],
-    });
-    expect(replay.status).toBe(409); // the operation is completed: its results can no longer change
-    const result = await audit(s, operationId, 400);
-    report('duplicate_delivery', 400, 'freezes=1 replays=1', result, started);
-  });
-
-  it('never lets a late worker overwrite the result of the worker that took its lease over', async () => {
-    const started = Date.now();
-    const s = await scenario();
-    // No heartbeat can save a frozen process: its leases expire and another lane takes the items.
-    const settings = { OPSPAD_LEASE_TTL: '1s', OPSPAD_JOB_LOCK_TTL: '30s' };
-    await s.startWorkers(1, settings);
-    // Every fifth item fails, with the pid of the process that handled it in the reason.
-    const itemIds = ids(300, 'item').map((id, i) => (i % 5 === 0 ? `fail-${i}` : id));
-    const created = await s.tenant.op(randomUUID(), {
-      action: 'create',
-      operation_type: 'counting',
-      total_items: itemIds.length,
-      item_ids: itemIds,
-      batch_size: 25,
-      // More lanes than the frozen worker runs (4 at a time): the others go on and take its items.
-      max_parallel_batches: 8,
-      query_params: { sidefx_key: s.sidefx, latency_ms: 30 },
-    });
-    const operationId = created.body.operation_id as string;
-    const late = s.workers[0] as Spawned;
-    await eventually(async () => ((await recordedSoFar(s, operationId)) >= 25 ? true : undefined), {
-      timeoutMs: RUN_TIMEOUT_MS,
-      what: 'the first batches',
-    });
-    // Freeze it while it holds a batch: between two batches it holds nothing, so try again then.
-    const heldNow = () =>
-      s.harness.db.query<{ item_id: string }>(
-        `SELECT item_id FROM (${ITEM_STATES}) i WHERE operation_id = $1 AND status = 'leased'`,
-        [operationId],
+      // A replayed update changes nothing.
+      const conversation = (
+        await s.harness.db.query<{ conversation_id: string }>(
+          'SELECT conversation_id FROM assistant_operation WHERE id = $1',
+          [operationId],
+        )
+      )[0]?.conversation_id as string;
+      const replay = await s.tenant.op(conversation, {
+        action: 'update',
+        operation_id: operationId,
+        completed_ids: ['item-1', 'item-2'],
+      });
+      expect(replay.status).toBe(409); // the operation is completed: its results can no longer change
+      const result = await audit(s, operationId, 400);
+      report(
+        queue === 'redis' ? 'duplicate_delivery' : 'duplicate_delivery_pgqueue',
+        400,
+        'freezes=1 replays=1',
+        result,
+        started,
       );
-    // A statement the worker sent before it stopped still runs, and commits, in Postgres (one
-    // call records a batch and leases the next): what the worker holds is read once none is left,
-    // or a batch its own record was finishing would be counted as taken over (CI saw one).
-    const stepsInFlight = async () => {
-      const rows = await s.harness.db.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM pg_stat_activity
+    },
+  );
+
+  it.each(QUEUE_BACKENDS)(
+    'never lets a late worker overwrite the result of the worker that took its lease over (%s queue)',
+    async (queue) => {
+      const started = Date.now();
+      const s = await scenario({ queue });
+      // No heartbeat can save a frozen process: its leases expire and another lane takes the items.
+      const settings = { OPSPAD_LEASE_TTL: '1s', OPSPAD_JOB_LOCK_TTL: '30s' };
+      await s.startWorkers(1, settings);
+      // Every fifth item fails, with the pid of the process that handled it in the reason.
+      const itemIds = ids(300, 'item').map((id, i) => (i % 5 === 0 ? `fail-${i}` : id));
+      const created = await s.tenant.op(randomUUID(), {
+        action: 'create',
+        operation_type: 'counting',
+        total_items: itemIds.length,
+        item_ids: itemIds,
+        batch_size: 25,
+        // More lanes than the frozen worker runs (4 at a time): the others go on and take its items.
+        max_parallel_batches: 8,
+        query_params: { sidefx_key: s.sidefx, latency_ms: 30 },
+      });
+      const operationId = created.body.operation_id as string;
+      const late = s.workers[0] as Spawned;
+      await eventually(async () => ((await recordedSoFar(s, operationId)) >= 25 ? true : undefined), {
+        timeoutMs: RUN_TIMEOUT_MS,
+        what: 'the first batches',
+      });
+      // Freeze it while it holds a batch: between two batches it holds nothing, so try again then.
+      const heldNow = () =>
+        s.harness.db.query<{ item_id: string }>(
+          `SELECT item_id FROM (${ITEM_STATES}) i WHERE operation_id = $1 AND status = 'leased'`,
+          [operationId],
+        );
+      // A statement the worker sent before it stopped still runs, and commits, in Postgres (one
+      // call records a batch and leases the next): what the worker holds is read once none is left,
+      // or a batch its own record was finishing would be counted as taken over (CI saw one).
+      const stepsInFlight = async () => {
+        const rows = await s.harness.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
          WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
            AND query ~ 'opspad_(record|lease)'`,
-      );
-      return rows[0]?.n ?? 0;
-    };
-    let held: { item_id: string }[] = [];
-    for (let attempt = 0; attempt < 50 && held.length === 0; attempt++) {
-      late.process.kill('SIGSTOP');
-      await eventually(async () => ((await stepsInFlight()) === 0 ? true : undefined), {
-        what: "the stopped worker's statements to end",
-      });
-      held = await heldNow();
-      if (held.length === 0) {
-        late.process.kill('SIGCONT');
-        await eventually(async () => ((await heldNow()).length > 0 ? true : undefined), { what: 'a leased batch' });
+        );
+        return rows[0]?.n ?? 0;
+      };
+      let held: { item_id: string }[] = [];
+      for (let attempt = 0; attempt < 50 && held.length === 0; attempt++) {
+        late.process.kill('SIGSTOP');
+        await eventually(async () => ((await stepsInFlight()) === 0 ? true : undefined), {
+          what: "the stopped worker's statements to end",
+        });
+        held = await heldNow();
+        if (held.length === 0) {
+          late.process.kill('SIGCONT');
+          await eventually(async () => ((await heldNow()).length > 0 ? true : undefined), { what: 'a leased batch' });
+        }
       }
-    }
-    await s.startWorkers(1, settings);
-    const taker = s.workers[1] as Spawned;
-    await waitForEnd(s, operationId);
-    const rows = () =>
-      s.harness.db.query<{ item_id: string; status: string; reason: string | null }>(
-        'SELECT item_id, status, reason FROM assistant_operation_item WHERE operation_id = $1 ORDER BY ordinal',
-        [operationId],
+      await s.startWorkers(1, settings);
+      const taker = s.workers[1] as Spawned;
+      await waitForEnd(s, operationId);
+      const rows = () =>
+        s.harness.db.query<{ item_id: string; status: string; reason: string | null }>(
+          'SELECT item_id, status, reason FROM assistant_operation_item WHERE operation_id = $1 ORDER BY ordinal',
+          [operationId],
+        );
+      const before = await rows();
+      // The late worker wakes up, finishes its handlers and reports; its jobs then end.
+      late.process.kill('SIGCONT');
+      const batches = s.harness.service.dispatcher.queues.find((q) => q.name === 'batches-counting');
+      // A job of the late worker whose lock ran out while it was frozen ends only once a worker's
+      // stalled-job check (every 30 s) has moved it and it has run again: up to a minute, so the
+      // wait allows more.
+      await eventually(async () => ((await batches?.getActiveCount()) === 0 ? true : undefined), {
+        timeoutMs: 150_000,
+        what: "the late worker's jobs to end",
+      });
+      expect(await rows()).toEqual(before);
+      // The items the frozen worker held were handled and recorded by the one that took over.
+      const heldFailures = before.filter((r) => r.status === 'failed' && held.some((h) => h.item_id === r.item_id));
+      expect(held.length).toBeGreaterThan(0);
+      for (const row of heldFailures) {
+        expect(row.reason).toContain(`pid ${taker.process.pid}`);
+      }
+      const result = await audit(s, operationId, itemIds.length);
+      report(
+        queue === 'redis' ? 'late_worker_lease' : 'late_worker_lease_pgqueue',
+        itemIds.length,
+        `freezes=1 taken_over=${held.length}`,
+        result,
+        started,
       );
-    const before = await rows();
-    // The late worker wakes up, finishes its handlers and reports; its jobs then end.
-    late.process.kill('SIGCONT');
-    const queue = s.harness.service.dispatcher.queues.find((q) => q.name === 'batches-counting');
-    // A job of the late worker whose lock ran out while it was frozen ends only once a worker's
-    // stalled-job check (every 30 s) has moved it and it has run again: up to a minute, so the
-    // wait allows more.
-    await eventually(async () => ((await queue?.getActiveCount()) === 0 ? true : undefined), {
-      timeoutMs: 150_000,
-      what: "the late worker's jobs to end",
-    });
-    expect(await rows()).toEqual(before);
-    // The items the frozen worker held were handled and recorded by the one that took over.
-    const heldFailures = before.filter((r) => r.status === 'failed' && held.some((h) => h.item_id === r.item_id));
-    expect(held.length).toBeGreaterThan(0);
-    for (const row of heldFailures) {
-      expect(row.reason).toContain(`pid ${taker.process.pid}`);
-    }
-    const result = await audit(s, operationId, itemIds.length);
-    report('late_worker_lease', itemIds.length, `freezes=1 taken_over=${held.length}`, result, started);
-  });
+    },
+  );
 });
