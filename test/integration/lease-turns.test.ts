@@ -5,14 +5,17 @@
  * must hold: lanes on many connections, with the general path's shared lease among them, never
  * share an item and record each once; a lease past a cursor that went back leaves out the items
  * a live lease holds; a report of a whole lease is recorded in any order, and any other report
- * with as many ids is decided id by id.
+ * with as many ids is decided id by id; a late report of free items (the general record) and a
+ * lease of the same items take turns.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type OpspadDatabase, recordResults } from '../../src/store/index.ts';
 import { leaseNext } from '../../src/store/leases/item-sql.ts';
 import { leaseStep, recordLeaseStep, recordStep } from '../../src/store/leases/step-calls.ts';
 import { lockOperationForLease } from '../../src/store/operations/operation-row.ts';
 import { ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
+import { eventually } from '../helpers/wait.ts';
 
 describe.each(ENGINES)('leases taking turns on %s', (engine) => {
   let db: OpspadDatabase;
@@ -151,5 +154,71 @@ describe.each(ENGINES)('leases taking turns on %s', (engine) => {
     expect(decided.alreadyRecorded).toEqual([ids(12)[0]]);
     expect((await itemRows(operationId)).map((row) => row.status)).toEqual([...Array(11).fill('completed'), 'pending']);
     expect(await counters(operationId)).toMatchObject({ completed_count: 11, failed_count: 0 });
+  });
+});
+
+describe('a general record and a lease of the same free items (postgres)', () => {
+  let db: OpspadDatabase;
+  let holder: pg.Client;
+  let holderPid: number;
+
+  beforeAll(async () => {
+    db = await openTestDatabase('postgres');
+    holder = new pg.Client({ connectionString: inject('databaseUrl') });
+    await holder.connect();
+    holderPid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid as number;
+  });
+  afterAll(async () => {
+    await holder.end();
+    await db.close();
+  });
+
+  /** Backends waiting for the holder's transaction, or in line behind one that is. */
+  const waitingOnHolder = async (count: number) => {
+    const rows = await db.query<{ n: number }>(
+      `WITH w AS (SELECT pid, pg_blocking_pids(pid) AS blockers FROM pg_stat_activity)
+       SELECT count(*)::int AS n FROM w
+       WHERE $1 = ANY(w.blockers) OR EXISTS (SELECT 1 FROM w AS first WHERE $1 = ANY(first.blockers) AND first.pid = ANY(w.blockers))`,
+      [holderPid],
+    );
+    return (rows[0]?.n ?? 0) >= count ? true : undefined;
+  };
+
+  it('never leases an item that a late report is recording, nor records one a lease took', async () => {
+    const { scope, operationId } = await newStoreOperation(db, 10, 5);
+    // A late worker's batch: its lease gone and the cursor back at its start, as a reclaim leaves
+    // them, so items 1 to 5 are free and its report goes to the general record.
+    await leaseStep(db, scope, { operationId, owner: 'late', leaseSeconds: 300 });
+    await db.query(`DELETE FROM assistant_operation_lease WHERE operation_id = $1`, [operationId]);
+    await db.query(`UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', '0') WHERE id = $1`, [
+      operationId,
+    ]);
+
+    // The lease asks first and the record second, both behind a transaction holding the row's
+    // update lock; released, the lease goes first. A record that did not wait for the lock would
+    // have written its items uncommitted by then, and the lease, which reads without row locks,
+    // would take them.
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM assistant_operation WHERE id = $1 FOR NO KEY UPDATE', [operationId]);
+    const lease = leaseStep(db, scope, { operationId, owner: 'next', leaseSeconds: 300 });
+    await eventually(() => waitingOnHolder(1), { what: 'the lease to wait' });
+    const report = recordResults(db, scope, {
+      operationId,
+      completedIds: ids(10).slice(0, 5),
+      failed: [],
+      owner: 'late',
+    });
+    await eventually(() => waitingOnHolder(2), { what: 'the record to wait' });
+    await holder.query('COMMIT');
+
+    const leased = (await lease)?.batch ?? [];
+    const recorded = await report;
+    expect(leased).toEqual(ids(10).slice(0, 5));
+    expect(recorded.leaseConflicts).toEqual(ids(10).slice(0, 5));
+    const completed = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM assistant_operation_item WHERE operation_id = $1 AND status = 'completed'`,
+      [operationId],
+    );
+    expect(completed[0]?.n).toBe(0);
   });
 });

@@ -3,9 +3,10 @@
  * statement is bounded by the batch it works on (or by the operation's in-flight rows), never by
  * the operation's size: that is what keeps recording O(batch) at a million items.
  *
- * Callers hold a lock of the operation row (operations/operation-row.ts lockOperation) before calling any of these:
- * exclusive for whatever changes the operation's state, shared for leases and records, which
- * only ever touch their own rows (`SKIP LOCKED`, conditions on each row's status and owner).
+ * Callers hold a lock of the operation row (operations/operation-row.ts lockOperation) before
+ * calling any of these: exclusive for whatever changes the operation's state, the update lock for
+ * leases and records, which only ever touch their own rows (`SKIP LOCKED`, conditions on each
+ * row's status and owner).
  *
  * Leases are kept per batch in assistant_operation_lease (one row per owner: its ordinals, how
  * many of them it still holds, until when), and only there: a lease does not write its items.
@@ -129,7 +130,7 @@ export const LEASE_NEXT_SQL = `SELECT leased_ordinal AS ordinal, leased_item_id 
 /**
  * Leases the next `limit` pending items at or after `cursor` to `owner`. The scan starts at
  * the cursor so it never walks the rows already finished (which would make it O(N)). `shared`:
- * the caller holds the operation row shared (other leases may be taken at the same time);
+ * the caller holds the operation row's update lock, not alone on it (records go on beside it);
  * otherwise exclusively, and the scan starts exactly at `cursor`.
  */
 export async function leaseNext(
@@ -292,13 +293,13 @@ export interface RecordedItem {
 }
 
 /**
- * Locks the named items' rows, waiting for a lease or record that holds any of them, before a
- * record statement (RECORD_*_SQL) runs in the same transaction. A lease leaves its items' rows
- * unchanged, so a record whose snapshot was taken before that lease committed would see the
- * items free and record them under it; the record statement that follows these locks takes its
- * snapshot after them, and so sees every lease that held one. Ordinal order, as records take
- * them. The one-call record (opspad_record_owned) does not need this: it records only items of
- * the caller's own live lease, which no other lease can take.
+ * Locks the named items' rows, waiting for a record that holds any of them (a step function's
+ * record of its own lease runs beside this one), before a record statement (RECORD_*_SQL) runs
+ * in the same transaction; that statement takes its snapshot after these locks. A lease does not
+ * run beside this record: both take the operation row's update lock, because a lease reads its
+ * batch without locking the rows. Ordinal order, as records take them. The one-call record
+ * (opspad_record_owned) does not need this: it records only items of the caller's own live
+ * lease, which no other lease can take.
  */
 export async function lockItems(tx: Queryable, operationId: string, itemIds: readonly string[]): Promise<void> {
   if (itemIds.length === 0) {

@@ -59,7 +59,8 @@ export interface LeaseResult {
  * pending first. Paused and finished operations hand out no new batch.
  *
  * Two modes of one transaction (leaseIn). The usual one leases under the operation row's update
- * lock, as the step functions' leases do (records go on beside it): `FOR UPDATE SKIP LOCKED`
+ * lock, as the step functions' leases do (their records of workers' own leases go on beside
+ * it): `FOR UPDATE SKIP LOCKED`
  * and the live lease rows give it a batch of its own, and the cursor only moves forward. Whatever can move the
  * cursor back or needs an exact view — expired leases to reclaim, or nothing found from the cursor
  * (the operation's end, every remaining item in flight, or items a failed concurrent lease left
@@ -124,7 +125,7 @@ async function leaseIn(
         : [];
     let inFlight: number;
     if (taken.cursor !== null) {
-      // Last, just before commit: concurrent leases wait for each other only on this update.
+      // Last, just before commit: the cursor only moves forward in the shared mode.
       const cursor = taken.cursor;
       ({ operation: op, inFlight } = await closeStep(tx, op.id, events, {
         kind: mode === 'shared' ? 'cursor_forward' : 'cursor_set',

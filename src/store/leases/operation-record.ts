@@ -3,12 +3,13 @@
  * item is recorded only if it is pending, leased to the reporter, or its lease has expired — a
  * late worker never overwrites the result of the one that took its lease over.
  *
- * Lock order: the operation row (shared: records of one operation's lanes run side by side) →
- * the breaker's advisory lock (only operations with max_failure_rate) → the report's item rows
+ * Lock order: the operation row's update lock (leases take it too and read their batches
+ * without locking the rows, so this record, which may record items no live lease holds, never
+ * runs beside a lease; the step functions' records of a worker's own lease still do) → the
+ * breaker's advisory lock (only operations with max_failure_rate) → the report's item rows
  * (locked in ordinal order first: item-sql.ts lockItems) and then the lease rows holding them
- * (one statement) → the events, the spent lease
- * rows and the operation row's counters, last, in one statement just before commit
- * (operation-tail.ts): concurrent records wait for each other only there.
+ * (one statement) → the events, the spent lease rows and the operation row's counters, last, in
+ * one statement just before commit (operation-tail.ts).
  * Cost: O(batch) — one lock of the report's rows and one UPDATE by item id, whatever its kinds
  * (the unique (operation, item) index; HOT for completions), the operation's lease rows read once,
  * a lookup of the ids not recorded only when there are any, and the tail: six round trips
@@ -73,7 +74,7 @@ export async function recordResults(
     return { ...step, alreadyRecorded: [], leaseConflicts: [] };
   }
   return db.transaction(async (tx) => {
-    let op = await lockOperation(tx, scope, params.operationId, 'shared');
+    let op = await lockOperation(tx, scope, params.operationId, 'update');
     if (transition('record', op.status).kind === 'refused') {
       throw new AppError(
         'operation_finished',
@@ -140,8 +141,8 @@ export async function recordResults(
 }
 
 /**
- * Locks the reported rows (item-sql.ts lockItems: a lease taken beside this record is seen only
- * through their locks), then records, in one statement (one per outcome kind when only one kind
+ * Locks the reported rows (item-sql.ts lockItems: they wait for a step function's record of the
+ * same rows), then records, in one statement (one per outcome kind when only one kind
  * is reported: their plans are the tuned ones of a worker's batch); the ids not recorded are looked up
  * afterwards, only when there are any (record-misses.ts). A separate lookup of every id before
  * recording cost a second pass over the batch's index entries, about a quarter of a worker's

@@ -4,8 +4,9 @@
  * counters and the breaker's state) and the in-flight count after it.
  *
  * Lock order: last in its transaction — the operation row's update lock, taken just before
- * commit, is the only thing concurrent leases and records of one operation wait for (the lease
- * rows it drops are used up: no other statement changes them).
+ * commit unless the transaction took it first (a lease, the general record), is what the records
+ * of one operation wait for (the lease rows it drops are used up: no other statement changes
+ * them).
  * Cost: one statement: an insert per event, a primary-key range of the operation's lease rows (a
  * handful), one primary-key update: one round trip where three or four would cost a busy
  * machine more than the batch's rows.

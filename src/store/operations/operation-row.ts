@@ -47,25 +47,26 @@ export function operationNotFound(operationId: string): AppError {
  *
  * `exclusive` (FOR UPDATE) is what every action that changes the operation's state takes
  * (pause, cancel, complete, resume, maintenance): it waits for every other lock on the row and
- * holds them all off. `shared` (FOR KEY SHARE) is the records' hot path: the records of one
- * operation's lanes run side by side under it, while a state change still waits for all of them
- * and they for it (a lease takes the update lock: lockOperationForLease). Their own updates of the row (counters, cursor) take the row's update lock only
- * for the few statements before commit, and every one is written to commute (`count + n`,
- * GREATEST for the cursor). Under an exclusive lock held for the whole transaction, the lanes
- * of an operation would take turns, and a lease's or record's time would be the wait for it.
+ * holds them all off. `update` (FOR NO KEY UPDATE) is the general record's: leases take it too
+ * (lockOperationForLease, and the step functions before they lease), because a lease reads its
+ * batch's item rows without locking them, so a record of items no live lease holds (a late
+ * worker's report, an assistant's) must not run beside one. The step functions' records of the
+ * caller's own lease hold the row only FOR KEY SHARE until their last statement, so the lanes of
+ * one operation record side by side; every update of the row commutes (`count + n`, the cursor
+ * only forward).
  */
 const LOCK_OPERATION_SQL = {
   exclusive: prepared(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation
      WHERE id = $1 AND organization_id = $2 AND conversation_id = $3 FOR UPDATE`),
-  shared: prepared(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation
-     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3 FOR KEY SHARE`),
+  update: prepared(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation
+     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3 FOR NO KEY UPDATE`),
 };
 
 export async function lockOperation(
   tx: Queryable,
   scope: ConversationScope,
   operationId: string,
-  mode: 'exclusive' | 'shared' = 'exclusive',
+  mode: 'exclusive' | 'update' = 'exclusive',
 ): Promise<OperationRecord> {
   const rows = await tx.query<OperationRecord>(LOCK_OPERATION_SQL[mode], [
     operationId,
@@ -83,7 +84,8 @@ export async function lockOperation(
  * The operation's row locked for a lease: `exclusive` as {@link lockOperation}; `shared` takes
  * the row's update lock (FOR NO KEY UPDATE), not a key-share lock, because the step functions
  * lease without locking item rows under that lock (sql/opspad_lease_from_cursor.sql): leases of
- * one operation take turns, records still run beside them. Read with what decides whether the
+ * one operation take turns; the step functions' records of their own leases still run beside
+ * them. Read with what decides whether the
  * lease is the usual case (sql/opspad_lease_usual.sql, the condition the step functions read
  * too): whether the caller is in the operation's dispatch epoch (`epoch` undefined: any), holds
  * a lease row of its own (then there is a batch to renew; without one the renewal's statement is

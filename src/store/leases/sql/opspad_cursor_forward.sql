@@ -1,5 +1,5 @@
 -- An operation's state_json with its cursor moved to p_cursor, never back (p_cursor null: as it
--- is): leases running side by side may apply it in any order. The step functions and the general
+-- is): the calls of an operation's lanes may apply it in any order. The step functions and the general
 -- lease's tail (operation-tail.ts) move the cursor forward only through it; only a lease alone
 -- on the operation (exclusive mode) sets it back. Inlined where it is called.
 CREATE OR REPLACE FUNCTION opspad_cursor_forward(p_state jsonb, p_cursor integer)

@@ -1,9 +1,11 @@
 -- The step functions' lease: up to p_limit pending items from the cursor (or p_from, if further),
 -- leased to p_owner, its lease row written (or extended); the ids and ordinals in ordinal order,
--- null when none is found. The caller holds the operation row's update lock, which every lease
--- that may run beside it takes too (the step functions, and the general lease's shared mode,
--- operation-row.ts lockOperationForLease): leases of one operation take turns, so the batch's item
--- rows are read, not locked, and the cursor read here is the last lease's.
+-- null when none is found. The caller holds the operation row's update lock, which every other
+-- lease takes too (the step functions, the general lease: operation-row.ts lockOperationForLease),
+-- and so does the general record, which may record items no lease holds (a late worker's report):
+-- leases take turns and never run beside such a record, so the batch's item rows are read, not
+-- locked, and the cursor read here is the last lease's. The step functions' records run beside
+-- it, but only of their own live leases' items, which no lease from here takes.
 -- When a live lease holds an ordinal at or past the scan's start (the cursor went back), the
 -- general statement decides (opspad_lease_items: live leases hashed, rows SKIP LOCKED).
 -- Lock order: the owner's lease row (the operation row is the caller's).

@@ -1,9 +1,9 @@
--- The lease statement, shared by the step functions and the general path (item-sql.ts
--- LEASE_NEXT_SQL): up to p_limit pending items from p_from that no live lease holds, leased to
--- p_owner, its lease row written (or extended). p_shared: the caller holds the operation row
--- shared, so other leases may be taken at the same time; the scan then starts at the cursor as
--- it is now (it only moves forward while the row is held shared) and a second look runs (below).
--- Holding the row exclusively, no other lease is being taken and the scan starts at p_from.
+-- The general lease statement (item-sql.ts LEASE_NEXT_SQL, and the step functions' lease when
+-- a live lease reaches past the cursor: opspad_lease_from_cursor): up to p_limit pending items
+-- from p_from that no live lease holds, leased to p_owner, its lease row written (or extended).
+-- p_shared: the caller holds the operation row's update lock, not alone on it; the scan starts at
+-- the cursor as it is now (it only moves forward then) and a second look runs (below), a guard
+-- kept from when leases ran side by side. Holding the row exclusively, the scan starts at p_from.
 -- Lock order: the candidates' item rows (SKIP LOCKED), then the owner's lease row.
 -- Cost: the batch's rows by primary key from the cursor, and the operation's live lease rows
 -- (one per lane) hashed once per pass; a pass more only when a lease committed under the scan.

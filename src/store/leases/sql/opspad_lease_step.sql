@@ -60,7 +60,7 @@ BEGIN
     'count', cardinality(taken_ordinals), 'first_ordinal', taken_ordinals[1],
     'last_ordinal', taken_ordinals[cardinality(taken_ordinals)]));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
-  -- Last: concurrent leases wait for each other only on this update; the cursor only moves forward.
+  -- Last: the cursor only moves forward.
   RETURN QUERY
   WITH moved AS (
     UPDATE "assistant_operation" o

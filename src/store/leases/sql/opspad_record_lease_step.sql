@@ -39,7 +39,9 @@ BEGIN
   -- The lease, on opspad_lease_step's condition (opspad_lease_usual); the owner's own lease
   -- row, spent by the record, is gone by now. Leases of the operation take turns from here
   -- (opspad_lease_from_cursor): the row's update lock, which the last statement needs anyway.
-  PERFORM 1 FROM "assistant_operation" o WHERE o.id = p_operation FOR NO KEY UPDATE;
+  -- Its status and state are read again with it: a pause may have committed since the first read.
+  SELECT o.status, o.state_json INTO op.status, op.state_json FROM "assistant_operation" o
+  WHERE o.id = p_operation FOR NO KEY UPDATE;
   IF (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
     SELECT t.taken_ordinals, t.taken_ids INTO taken_ordinals, taken_ids
     FROM opspad_lease_from_cursor(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
@@ -64,7 +66,7 @@ BEGIN
     END IF;
   END IF;
 
-  -- Last: concurrent calls wait for each other only on this update; the counters commute and
+  -- Last: records that did not lease wait for each other only on this update; the counters commute and
   -- the cursor only moves forward.
   RETURN QUERY
   WITH moved AS (

@@ -65,8 +65,10 @@ BEGIN
   FROM generate_series(1, lanes) AS g;
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
 
-  -- Leases of the operation take turns from here (opspad_lease_from_cursor).
-  PERFORM 1 FROM "assistant_operation" o WHERE o.id = p_operation FOR NO KEY UPDATE;
+  -- Leases of the operation take turns from here (opspad_lease_from_cursor); its status and
+  -- state are read again with the lock: a pause may have committed since the first read.
+  SELECT o.status, o.state_json INTO op.status, op.state_json FROM "assistant_operation" o
+  WHERE o.id = p_operation FOR NO KEY UPDATE;
   scan_from := (op.state_json->>'cursor')::integer;
   FOR g IN 1..lanes LOOP
     taken_ordinals := NULL;
@@ -101,7 +103,7 @@ BEGIN
     all_taken := all_taken || coalesce(taken_ids, ARRAY[]::text[]);
   END LOOP;
 
-  -- Last: concurrent calls wait for each other only on this update; the counters commute and
+  -- Last: records that did not lease wait for each other only on this update; the counters commute and
   -- the cursor only moves forward.
   RETURN QUERY
   WITH moved AS (

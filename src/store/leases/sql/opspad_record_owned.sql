@@ -23,7 +23,9 @@ BEGIN
   WHERE l.operation_id = p_operation AND l.owner = p_owner;
   IF p_reasons IS NULL AND cardinality(p_ids) = owned_count AND owned_count = cardinality(owned) THEN
     -- Two statements, not one: only a range written as such is an index range in a generic plan.
-    IF owned[owned_count] - owned[1] + 1 = owned_count THEN
+    -- The range only when the ordinals are exactly it, in order (an extended lease appends).
+    IF owned[owned_count] - owned[1] + 1 = owned_count
+       AND owned = ARRAY(SELECT generate_series(owned[1], owned[owned_count])) THEN
       WITH recorded AS (
         UPDATE "assistant_operation_item" AS i
         SET status = 'completed', attempts = i.attempts + 1, reason = NULL, updated_at = now()
