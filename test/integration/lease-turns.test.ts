@@ -6,7 +6,7 @@
  * share an item and record each once; a lease past a cursor that went back leaves out the items
  * a live lease holds; a report of a whole lease is recorded in any order, and any other report
  * with as many ids is decided id by id; a late report of free items (the general record) and a
- * lease of the same items take turns.
+ * lease of the same items take turns, and a report of items a worker is recording waits for it.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -157,7 +157,7 @@ describe.each(ENGINES)('leases taking turns on %s', (engine) => {
   });
 });
 
-describe('a general record and a lease of the same free items (postgres)', () => {
+describe('a general record beside a lease or a record of the same items (postgres)', () => {
   let db: OpspadDatabase;
   let holder: pg.Client;
   let holderPid: number;
@@ -194,24 +194,26 @@ describe('a general record and a lease of the same free items (postgres)', () =>
       operationId,
     ]);
 
-    // The lease asks first and the record second, both behind a transaction holding the row's
-    // update lock; released, the lease goes first. A record that did not wait for the lock would
-    // have written its items uncommitted by then, and the lease, which reads without row locks,
-    // would take them.
+    // A lease of the step functions, taken by hand in a transaction of the test's: the row's
+    // update lock, then (once the report waits for it) the lease from the cursor, which reads
+    // without row locks. A report that wrote its items before taking that lock would have them
+    // written, uncommitted, by then: the lease would take them and the report record them.
     await holder.query('BEGIN');
     await holder.query('SELECT 1 FROM assistant_operation WHERE id = $1 FOR NO KEY UPDATE', [operationId]);
-    const lease = leaseStep(db, scope, { operationId, owner: 'next', leaseSeconds: 300 });
-    await eventually(() => waitingOnHolder(1), { what: 'the lease to wait' });
     const report = recordResults(db, scope, {
       operationId,
       completedIds: ids(10).slice(0, 5),
       failed: [],
       owner: 'late',
     });
-    await eventually(() => waitingOnHolder(2), { what: 'the record to wait' });
+    await eventually(() => waitingOnHolder(1), { what: 'the report to wait' });
+    const lease = await holder.query<{ taken_ids: string[] }>(
+      `SELECT taken_ids FROM opspad_lease_from_cursor($1, 'next', 300, 0, 5)`,
+      [operationId],
+    );
     await holder.query('COMMIT');
 
-    const leased = (await lease)?.batch ?? [];
+    const leased = lease.rows[0]?.taken_ids ?? [];
     const recorded = await report;
     expect(leased).toEqual(ids(10).slice(0, 5));
     expect(recorded.leaseConflicts).toEqual(ids(10).slice(0, 5));
@@ -220,5 +222,27 @@ describe('a general record and a lease of the same free items (postgres)', () =>
       [operationId],
     );
     expect(completed[0]?.n).toBe(0);
+  });
+
+  it("lets an assistant's report of items a worker is recording wait for it, without a deadlock", async () => {
+    const { scope, operationId } = await newStoreOperation(db, 10, 5);
+    const batch = (await leaseStep(db, scope, { operationId, owner: 'worker', leaseSeconds: 300 }))?.batch ?? [];
+    expect(batch).toEqual(ids(10).slice(0, 5));
+
+    // The assistant's report (the general record) asks first and the worker's record second,
+    // both behind a transaction holding the row's update lock. A general record that took that
+    // lock before locking its items would, once released, wait for the items the worker's record
+    // has written, while the worker's record waits for the lock: a deadlock.
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM assistant_operation WHERE id = $1 FOR NO KEY UPDATE', [operationId]);
+    const assistant = recordResults(db, scope, { operationId, completedIds: batch, failed: [], owner: 'assistant' });
+    await eventually(() => waitingOnHolder(1), { what: "the assistant's report to wait" });
+    const worker = recordStep(db, scope, { operationId, owner: 'worker', ids: batch, reasons: null });
+    await eventually(() => waitingOnHolder(2), { what: "the worker's record to wait" });
+    await holder.query('COMMIT');
+
+    const [told, recorded] = await Promise.all([assistant, worker]);
+    expect(told.leaseConflicts).toEqual(batch);
+    expect(recorded?.counts).toMatchObject({ completed_count: 5, in_flight_count: 0 });
   });
 });

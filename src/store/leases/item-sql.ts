@@ -5,8 +5,9 @@
  *
  * Callers hold a lock of the operation row (operations/operation-row.ts lockOperation) before
  * calling any of these: exclusive for whatever changes the operation's state, the update lock for
- * leases and records, which only ever touch their own rows (`SKIP LOCKED`, conditions on each
- * row's status and owner).
+ * leases and for records before they write (records lock their items under a shared lock
+ * first), which only ever touch their own rows (`SKIP LOCKED`, conditions on each row's status
+ * and owner).
  *
  * Leases are kept per batch in assistant_operation_lease (one row per owner: its ordinals, how
  * many of them it still holds, until when), and only there: a lease does not write its items.
@@ -117,9 +118,10 @@ export async function releaseOwnedItems(
 
 /**
  * $1 operation id, $2 owner, $3 lease seconds, $4 cursor, $5 batch size, $6 whether the caller
- * holds the operation row shared → leased (ordinal, item_id), the owner's lease row written (or,
- * if it had one, extended by the batch): one round trip. The statement is the function
- * opspad_lease_items (sql/opspad_lease_items.sql), which the step functions call too:
+ * holds the operation row's update lock rather than exclusively → leased (ordinal, item_id), the
+ * owner's lease row written (or, if it had one, extended by the batch): one round trip. The
+ * statement is the function opspad_lease_items (sql/opspad_lease_items.sql), which the step
+ * functions call too when a live lease reaches past the cursor:
  * its lock order (the candidates' item rows, SKIP LOCKED, then the lease row), how a lease is
  * kept from rows another lease took under its scan, and its cost are said there. Exported for
  * the plan checks in the scale tests.

@@ -3,13 +3,13 @@
  * item is recorded only if it is pending, leased to the reporter, or its lease has expired — a
  * late worker never overwrites the result of the one that took its lease over.
  *
- * Lock order: the operation row's update lock (leases take it too and read their batches
- * without locking the rows, so this record, which may record items no live lease holds, never
- * runs beside a lease; the step functions' records of a worker's own lease still do) → the
- * breaker's advisory lock (only operations with max_failure_rate) → the report's item rows
- * (locked in ordinal order first: item-sql.ts lockItems) and then the lease rows holding them
- * (one statement) → the events, the spent lease rows and the operation row's counters, last, in
- * one statement just before commit (operation-tail.ts).
+ * Lock order, the step functions' own: the operation row (FOR KEY SHARE) → the report's item rows
+ * (in ordinal order: item-sql.ts lockItems) → the operation row's update lock, before anything is
+ * written (leases hold it while they read their batches without locking the rows, so this record,
+ * which may record items no live lease holds, never writes beside a lease) → the breaker's
+ * advisory lock (only operations with max_failure_rate) → the lease rows holding the items (the
+ * record statement) → the events, the spent lease rows and the operation row's counters, last,
+ * in one statement just before commit (operation-tail.ts).
  * Cost: O(batch) — one lock of the report's rows and one UPDATE by item id, whatever its kinds
  * (the unique (operation, item) index; HOT for completions), the operation's lease rows read once,
  * a lookup of the ids not recorded only when there are any, and the tail: six round trips
@@ -74,14 +74,11 @@ export async function recordResults(
     return { ...step, alreadyRecorded: [], leaseConflicts: [] };
   }
   return db.transaction(async (tx) => {
-    let op = await lockOperation(tx, scope, params.operationId, 'update');
-    if (transition('record', op.status).kind === 'refused') {
-      throw new AppError(
-        'operation_finished',
-        `Operation ${op.id} is ${op.status}; its results can no longer change.`,
-        { operation_id: op.id, status: op.status },
-      );
-    }
+    // The step functions' order: the row shared, the report's rows, then the row's update lock
+    // (which leases hold while they read their batches unlocked) before anything is written.
+    refuseFinished(await lockOperation(tx, scope, params.operationId, 'shared'));
+    await lockItems(tx, params.operationId, report.requested);
+    let op = refuseFinished(await lockOperation(tx, scope, params.operationId, 'update'));
     if (op.state_json.max_failure_rate) {
       // The circuit breaker's window is read, extended and written back: records of an
       // operation that has one take turns, and each reads the window its predecessor wrote.
@@ -140,9 +137,19 @@ export async function recordResults(
   });
 }
 
+/** The operation, unless its status no longer lets results change (the lifecycle's record rule). */
+function refuseFinished(op: OperationRecord): OperationRecord {
+  if (transition('record', op.status).kind === 'refused') {
+    throw new AppError('operation_finished', `Operation ${op.id} is ${op.status}; its results can no longer change.`, {
+      operation_id: op.id,
+      status: op.status,
+    });
+  }
+  return op;
+}
+
 /**
- * Locks the reported rows (item-sql.ts lockItems: they wait for a step function's record of the
- * same rows), then records, in one statement (one per outcome kind when only one kind
+ * Records the reported rows, locked by the caller (item-sql.ts lockItems), in one statement (one per outcome kind when only one kind
  * is reported: their plans are the tuned ones of a worker's batch); the ids not recorded are looked up
  * afterwards, only when there are any (record-misses.ts). A separate lookup of every id before
  * recording cost a second pass over the batch's index entries, about a quarter of a worker's
@@ -156,7 +163,6 @@ async function recordOutcomes(
   report: RecordReport,
   owner: string,
 ): Promise<{ completed: RecordedItem[]; failed: RecordedItem[] }> {
-  await lockItems(tx, operationId, [...report.completedIds, ...report.failedIds]);
   if (report.completedIds.length > 0 && report.failedIds.length > 0) {
     return recordMixed(tx, operationId, report.completedIds, report.failedIds, report.failedReasons, owner);
   }

@@ -5,9 +5,10 @@
  * round trips each (begin, lock, statement, tail, commit) and hold the operation row's lock
  * across them; a call holds it only while the server runs it.
  *
- * Lock order: the same as the general path's — the operation row (FOR KEY SHARE for a record,
- * its update lock for a lease, so leases take turns) → the report's item rows and the lease
- * rows → the event, the spent lease rows and the operation row's update, last.
+ * Lock order: the same as the general path's — the operation row (FOR KEY SHARE; a lease alone
+ * takes its update lock at once) → the report's item rows and the owner's lease row → the row's
+ * update lock, held to the commit, so leases take turns → the events, the spent lease rows, the
+ * next lease row and the operation row's update, last.
  * Cost: O(batch), one round trip; the lease reads the batch's rows from the cursor
  * (opspad_lease_from_cursor, or the general path's statement when a live lease reaches past
  * the cursor) and the record writes each item once (opspad_record_owned), each planned once

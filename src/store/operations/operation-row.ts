@@ -47,17 +47,19 @@ export function operationNotFound(operationId: string): AppError {
  *
  * `exclusive` (FOR UPDATE) is what every action that changes the operation's state takes
  * (pause, cancel, complete, resume, maintenance): it waits for every other lock on the row and
- * holds them all off. `update` (FOR NO KEY UPDATE) is the general record's: leases take it too
- * (lockOperationForLease, and the step functions before they lease), because a lease reads its
- * batch's item rows without locking them, so a record of items no live lease holds (a late
- * worker's report, an assistant's) must not run beside one. The step functions' records of the
- * caller's own lease hold the row only FOR KEY SHARE until their last statement, so the lanes of
- * one operation record side by side; every update of the row commutes (`count + n`, the cursor
- * only forward).
+ * holds them all off. `shared` (FOR KEY SHARE) is what a record holds while it locks its items,
+ * so the lanes of one operation record side by side and a state change waits for them; `update`
+ * (FOR NO KEY UPDATE) is what a record then takes before it writes, and what a lease holds
+ * throughout (lockOperationForLease, and the step functions before they lease): a lease reads
+ * its batch's item rows without locking them, so nothing that may record items no live lease
+ * holds (a late worker's report, an assistant's) writes beside it. Every update of the row
+ * commutes (`count + n`, the cursor only forward).
  */
 const LOCK_OPERATION_SQL = {
   exclusive: prepared(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation
      WHERE id = $1 AND organization_id = $2 AND conversation_id = $3 FOR UPDATE`),
+  shared: prepared(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation
+     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3 FOR KEY SHARE`),
   update: prepared(`SELECT ${OPERATION_COLUMNS} FROM assistant_operation
      WHERE id = $1 AND organization_id = $2 AND conversation_id = $3 FOR NO KEY UPDATE`),
 };
@@ -66,7 +68,7 @@ export async function lockOperation(
   tx: Queryable,
   scope: ConversationScope,
   operationId: string,
-  mode: 'exclusive' | 'update' = 'exclusive',
+  mode: keyof typeof LOCK_OPERATION_SQL = 'exclusive',
 ): Promise<OperationRecord> {
   const rows = await tx.query<OperationRecord>(LOCK_OPERATION_SQL[mode], [
     operationId,

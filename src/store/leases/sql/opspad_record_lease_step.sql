@@ -4,9 +4,9 @@
 -- the record goes through but the lease is not the usual case, the record stands and `lease` says
 -- 'declined' (the caller leases on its own); 'none': no item is pending at all (the cursor moves
 -- to the end); 'leased' comes with the batch's ids.
--- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and their owners' lease
--- rows → the operation row's update lock, held to the commit → the owner's lease row → the
--- events, the spent lease rows and the operation row's update, last.
+-- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and the owner's lease
+-- row → the operation row's update lock, held to the commit → the events and the spent lease
+-- rows → the owner's next lease row → the operation row's update, last.
 CREATE OR REPLACE FUNCTION opspad_record_lease_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limit integer, p_epoch integer)
  RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer, item_ids text[], lease text)
  LANGUAGE plpgsql
@@ -31,17 +31,21 @@ BEGIN
   END IF;
   SELECT r.done_completed, r.done_failed INTO done_completed, done_failed
   FROM opspad_record_owned(p_operation, p_owner, p_ids, p_reasons) r;
+
+  -- From here the call holds the row's update lock, which its last statement needs anyway:
+  -- leases of the operation take turns (opspad_lease_from_cursor), and the spent lease rows,
+  -- which leases drop too, are dropped under it. Status and state are read again with it: an
+  -- admission's pause of the conversation's active operation (operation-admission.ts) takes no
+  -- lock that waits for this call's key-share lock, and may have committed since the first read.
+  SELECT o.status, o.state_json INTO op.status, op.state_json FROM "assistant_operation" o
+  WHERE o.id = p_operation FOR NO KEY UPDATE;
   INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
   VALUES (p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
     'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
 
   -- The lease, on opspad_lease_step's condition (opspad_lease_usual); the owner's own lease
-  -- row, spent by the record, is gone by now. Leases of the operation take turns from here
-  -- (opspad_lease_from_cursor): the row's update lock, which the last statement needs anyway.
-  -- Its status and state are read again with it: a pause may have committed since the first read.
-  SELECT o.status, o.state_json INTO op.status, op.state_json FROM "assistant_operation" o
-  WHERE o.id = p_operation FOR NO KEY UPDATE;
+  -- row, spent by the record, is gone by now.
   IF (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
     SELECT t.taken_ordinals, t.taken_ids INTO taken_ordinals, taken_ids
     FROM opspad_lease_from_cursor(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
@@ -66,8 +70,7 @@ BEGIN
     END IF;
   END IF;
 
-  -- Last: records that did not lease wait for each other only on this update; the counters commute and
-  -- the cursor only moves forward.
+  -- Last: the counters commute and the cursor only moves forward.
   RETURN QUERY
   WITH moved AS (
     UPDATE "assistant_operation" o

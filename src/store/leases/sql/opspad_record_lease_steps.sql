@@ -8,8 +8,8 @@
 -- record rolls back the whole call (OPS01): the caller then sends each lane alone.
 -- One row per lane, in p_owners' order, each with the operation as updated.
 -- Lock order: the operation row (FOR KEY SHARE) → each lane's report's item rows and lease row
--- → the operation row's update lock, held to the commit → each lane's next lease row → the
--- events, the spent lease rows and the operation row's update, last.
+-- → the operation row's update lock, held to the commit → the events and the spent lease rows →
+-- each lane's next lease row → the operation row's update, last.
 CREATE OR REPLACE FUNCTION opspad_record_lease_steps(p_operation uuid, p_organization uuid, p_conversation uuid, p_owners text[], p_sizes integer[], p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limits integer[], p_epoch integer)
  RETURNS TABLE(lane_owner text, id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer, item_ids text[], lease text)
  LANGUAGE plpgsql
@@ -60,15 +60,15 @@ BEGIN
       'already_recorded', 0, 'lease_conflicts', 0);
     first_id := first_id + p_sizes[g];
   END LOOP;
+
+  -- From here the call holds the row's update lock, as opspad_record_lease_step does from the
+  -- same point and for the same reasons (leases take turns; spent lease rows; a fresh status).
+  SELECT o.status, o.state_json INTO op.status, op.state_json FROM "assistant_operation" o
+  WHERE o.id = p_operation FOR NO KEY UPDATE;
   INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
   SELECT p_operation, p_organization, 'batch_recorded', p_owners[g], recorded_json[g]
   FROM generate_series(1, lanes) AS g;
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
-
-  -- Leases of the operation take turns from here (opspad_lease_from_cursor); its status and
-  -- state are read again with the lock: a pause may have committed since the first read.
-  SELECT o.status, o.state_json INTO op.status, op.state_json FROM "assistant_operation" o
-  WHERE o.id = p_operation FOR NO KEY UPDATE;
   scan_from := (op.state_json->>'cursor')::integer;
   FOR g IN 1..lanes LOOP
     taken_ordinals := NULL;
@@ -103,8 +103,7 @@ BEGIN
     all_taken := all_taken || coalesce(taken_ids, ARRAY[]::text[]);
   END LOOP;
 
-  -- Last: records that did not lease wait for each other only on this update; the counters commute and
-  -- the cursor only moves forward.
+  -- Last: the counters commute and the cursor only moves forward.
   RETURN QUERY
   WITH moved AS (
     UPDATE "assistant_operation" o

@@ -5,7 +5,8 @@
 -- row when the case is not the usual one. p_reasons null: every id completed; otherwise one entry
 -- per id, null for a completion, the reason for a failure.
 -- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and the owner's lease
--- row → the events, the spent lease rows and the operation row's update, last.
+-- row → the operation row's update lock, held to the commit → the events, the spent lease rows
+-- and the operation row's update, last.
 CREATE OR REPLACE FUNCTION opspad_record_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[])
  RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer)
  LANGUAGE plpgsql
@@ -25,11 +26,14 @@ BEGIN
   END IF;
   SELECT r.done_completed, r.done_failed INTO done_completed, done_failed
   FROM opspad_record_owned(p_operation, p_owner, p_ids, p_reasons) r;
+  -- The row's update lock, which the last statement needs anyway, before the spent lease rows
+  -- (leases drop them too, holding it).
+  PERFORM 1 FROM "assistant_operation" o WHERE o.id = p_operation FOR NO KEY UPDATE;
   INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
   VALUES (p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
     'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
-  -- Last: concurrent records wait for each other only on this update; the counters commute.
+  -- Last: the counters commute.
   RETURN QUERY
   WITH counted AS (
     UPDATE "assistant_operation" o
