@@ -31,7 +31,7 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are twelve, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are thirteen, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
       'opspad_cursor_forward',
@@ -46,6 +46,7 @@ describe('the function files', () => {
       'opspad_record_owned',
       'opspad_record_step',
       'opspad_record_usual',
+      'opspad_write_lease',
     ]);
     for (const file of files) {
       expect(normalizeFunctionDef(file.text).startsWith(`CREATE OR REPLACE FUNCTION ${file.name}(`), file.path).toBe(

@@ -37,11 +37,6 @@ BEGIN
   IF taken_ordinals IS NULL THEN
     RETURN;
   END IF;
-  INSERT INTO "assistant_operation_lease" AS l (operation_id, owner, ordinals, remaining, expires_at)
-  VALUES (p_operation, p_owner, taken_ordinals, cardinality(taken_ordinals),
-          now() + make_interval(secs => p_lease_seconds))
-  ON CONFLICT (operation_id, owner) DO UPDATE
-  SET ordinals = l.ordinals || excluded.ordinals, remaining = l.remaining + excluded.remaining,
-      expires_at = excluded.expires_at;
+  PERFORM opspad_write_lease(p_operation, p_owner, taken_ordinals, p_lease_seconds);
 END
 $function$;

@@ -58,12 +58,7 @@ BEGIN
   IF cardinality(taken_ordinals) = 0 THEN
     RETURN;
   END IF;
-  INSERT INTO "assistant_operation_lease" AS l (operation_id, owner, ordinals, remaining, expires_at)
-  VALUES (p_operation, p_owner, taken_ordinals, cardinality(taken_ordinals),
-          now() + make_interval(secs => p_lease_seconds))
-  ON CONFLICT (operation_id, owner) DO UPDATE
-  SET ordinals = l.ordinals || excluded.ordinals, remaining = l.remaining + excluded.remaining,
-      expires_at = excluded.expires_at;
+  PERFORM opspad_write_lease(p_operation, p_owner, taken_ordinals, p_lease_seconds);
   RETURN QUERY SELECT t.o, t.v FROM unnest(taken_ordinals, taken_ids) AS t(o, v);
 END
 $function$;
