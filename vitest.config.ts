@@ -18,8 +18,17 @@ const UNIT_EXCEPTIONS = [
  */
 const ALWAYS_EXCLUDED = ['**/node_modules/**', 'test/faults/**', 'test/frameworks/**'];
 
+/**
+ * Test files run side by side, each integration file on its own copy of the run's database and
+ * under its own queue prefix (test/helpers/file-database.ts). Most of their time is spent
+ * waiting on processes, servers and the network, so three run at once even on two cores.
+ * OPSPAD_TEST_WORKERS sets another number.
+ */
+const TEST_WORKERS = Number(process.env.OPSPAD_TEST_WORKERS ?? 3);
+
 export default defineConfig({
   test: {
+    maxWorkers: TEST_WORKERS,
     testTimeout: 60_000,
     hookTimeout: 60_000,
     reporters: ['default', ['json', { outputFile: '.test-results/vitest.json' }]],
@@ -39,6 +48,7 @@ export default defineConfig({
           include: ['test/**/*.test.ts', ...UNIT_EXCEPTIONS],
           exclude: [...ALWAYS_EXCLUDED, 'test/docs/**'],
           globalSetup: ['./test/helpers/build.ts', './test/helpers/global-setup.ts'],
+          setupFiles: ['./test/helpers/file-setup.ts'],
         },
       },
     ],

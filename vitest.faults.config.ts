@@ -5,6 +5,7 @@ export default defineConfig({
   test: {
     include: ['test/faults/**/*.test.ts'],
     globalSetup: ['./test/helpers/build.ts', './test/helpers/global-setup.ts'],
+    setupFiles: ['./test/helpers/file-setup.ts'],
     fileParallelism: false,
     testTimeout: 300_000,
     hookTimeout: 120_000,

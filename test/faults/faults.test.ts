@@ -6,13 +6,12 @@
  * rows, nothing recorded twice. Each prints one line:
  * `scenario items kills/restarts lost=0 duplicates=0 seconds`.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import pg from 'pg';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import type { QueueBackendKind } from '../../src/config/env.ts';
-import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
 import { closeCountingClient, countingHandler, sideEffects } from '../fixtures/counting-handler.ts';
+import { adminClient, copyRunDatabase } from '../helpers/file-database.ts';
 import {
   type Harness,
   harnessPrefix,
@@ -42,25 +41,11 @@ afterEach(async () => {
 });
 afterAll(() => closeCountingClient());
 
-/** A database of the scenario's own, migrated, beside the run's database; dropped afterwards. */
+/** A database of the scenario's own, migrated, beside the file's; dropped afterwards. */
 async function freshDatabase(): Promise<string> {
-  const url = new URL(inject('databaseUrl'));
-  const name = `opspad_fault_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: url.toString() });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  url.pathname = `/${name}`;
-  const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 1 });
-  await runMigrations(db);
-  await db.close();
-  cleanups.push(async () => {
-    const drop = new pg.Client({ connectionString: inject('databaseUrl') });
-    await drop.connect();
-    await drop.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await drop.end();
-  });
-  return url.toString();
+  const database = await copyRunDatabase('fault');
+  cleanups.push(() => database.drop());
+  return database.url;
 }
 
 /** A private redis-server (see test/helpers/private-redis.ts), stopped after the scenario. */
@@ -317,8 +302,7 @@ describe('fault injection', () => {
         what: '500 items recorded',
       });
       const database = new URL(s.databaseUrl).pathname.slice(1);
-      const admin = new pg.Client({ connectionString: inject('databaseUrl') });
-      await admin.connect();
+      const admin = await adminClient();
       let cuts = 0;
       const until = Date.now() + 5000;
       while (Date.now() < until) {

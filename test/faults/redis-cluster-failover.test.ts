@@ -7,11 +7,10 @@
  * state, counters equal to the rows, nothing recorded twice) and prints
  * `FAULT redis_cluster_failover items=… failovers=1 lost=0 duplicates=0 …`.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
-import pg from 'pg';
+import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
 import { closeCountingClient, countingHandler, sideEffects } from '../fixtures/counting-handler.ts';
+import { copyRunDatabase } from '../helpers/file-database.ts';
 import { type Harness, harnessPrefix, ids, startHarness } from '../helpers/harness.ts';
 import { killAllChildren, startWorker } from '../helpers/processes.ts';
 import { testKey } from '../helpers/redis.ts';
@@ -29,25 +28,11 @@ afterEach(async () => {
   closeCountingClient();
 });
 
-/** A database of the scenario's own, migrated, beside the run's database; dropped afterwards. */
+/** A database of the scenario's own, migrated, beside the file's; dropped afterwards. */
 async function freshDatabase(): Promise<string> {
-  const url = new URL(inject('databaseUrl'));
-  const name = `opspad_fault_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: url.toString() });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  url.pathname = `/${name}`;
-  const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 1 });
-  await runMigrations(db);
-  await db.close();
-  cleanups.push(async () => {
-    const drop = new pg.Client({ connectionString: inject('databaseUrl') });
-    await drop.connect();
-    await drop.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await drop.end();
-  });
-  return url.toString();
+  const database = await copyRunDatabase('fault');
+  cleanups.push(() => database.drop());
+  return database.url;
 }
 
 async function recorded(harness: Harness, operationId: string): Promise<{ n: number; status: string }> {

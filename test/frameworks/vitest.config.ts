@@ -29,6 +29,7 @@ export default defineConfig({
       'test/integration/openai-agents.test.ts',
     ],
     globalSetup: ['./test/helpers/global-setup.ts'],
+    setupFiles: ['./test/helpers/file-setup.ts'],
     reporters: ['default', ['json', { outputFile: '.test-results/frameworks-current.json' }]],
   },
 });

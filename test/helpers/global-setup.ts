@@ -1,6 +1,8 @@
 /**
- * Once per test run: a Postgres database and a BullMQ key prefix of the run's own, so runs never
- * collide with each other or with a developer's data. Both are removed at the end.
+ * Once per test run: a migrated Postgres database and a BullMQ key prefix of the run's own, so
+ * runs never collide with each other or with a developer's data. Each test file works on a copy
+ * of that database under a prefix of its own (test/helpers/file-database.ts). All are removed at
+ * the end.
  *
  * The server comes from OPSPAD_TEST_DATABASE_URL, else DATABASE_URL, else the local default;
  * the run's database is created next to whatever database that URL names.
@@ -13,7 +15,10 @@ import { deleteQueueKeys } from './redis.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
-    databaseUrl: string;
+    /** The server's maintenance database: where databases are created and dropped. */
+    serverUrl: string;
+    /** The run's migrated database, which each test file copies; nothing connects to it. */
+    templateDatabase: string;
     redisUrl: string;
     queuePrefix: string;
   }
@@ -36,19 +41,27 @@ export default async function setup(project: TestProject) {
   await admin.query(`CREATE DATABASE ${databaseName}`);
   const url = new URL(serverUrl);
   url.pathname = `/${databaseName}`;
-  const databaseUrl = url.toString();
 
-  const db = createPostgresDatabase({ connectionString: databaseUrl, poolSize: 1 });
+  const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 1 });
   await runMigrations(db);
   await db.close();
 
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const queuePrefix = `opspad-test-${runId}`;
-  project.provide('databaseUrl', databaseUrl);
+  project.provide('serverUrl', serverUrl);
+  project.provide('templateDatabase', databaseName);
   project.provide('redisUrl', redisUrl);
   project.provide('queuePrefix', queuePrefix);
 
   return async () => {
+    // The files' copies (a file whose worker was killed leaves its copy behind), then the run's.
+    const { rows } = await admin.query<{ datname: string }>(
+      'SELECT datname FROM pg_database WHERE starts_with(datname, $1)',
+      [`${databaseName}_`],
+    );
+    for (const { datname } of rows) {
+      await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
+    }
     await admin.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
     await admin.end();
     await deleteQueueKeys(queuePrefix, redisUrl);

@@ -1,7 +1,7 @@
 /**
  * A running opspad on a loopback port over a real database, and tenants to call it with. The
- * Postgres harness shares the run's database (tenants keep tests apart, as they keep customers
- * apart); the PGlite harness has an in-memory database of its own.
+ * Postgres harness uses the test file's database, shared by the file's tests (tenants keep them
+ * apart, as they keep customers apart); the PGlite harness has an in-memory database of its own.
  */
 import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
@@ -18,6 +18,7 @@ import {
   type OpspadDatabase,
   runMigrations,
 } from '../../src/store/index.ts';
+import { fileDatabaseUrl, fileQueuePrefix } from './file-database.ts';
 
 export type Engine = 'postgres' | 'pglite';
 export const ENGINES: readonly Engine[] = ['postgres', 'pglite'];
@@ -31,7 +32,7 @@ export function queueEnv(queue: QueueBackendKind): Record<string, string> {
 
 export async function openTestDatabase(engine: Engine, databaseUrl?: string): Promise<OpspadDatabase> {
   if (engine === 'postgres') {
-    return createPostgresDatabase({ connectionString: databaseUrl ?? inject('databaseUrl'), poolSize: 8 });
+    return createPostgresDatabase({ connectionString: databaseUrl ?? fileDatabaseUrl(), poolSize: 8 });
   }
   const db = await createPgliteDatabase();
   await runMigrations(db);
@@ -87,7 +88,7 @@ export interface HarnessOptions {
 
 /** A BullMQ prefix of its own for each harness, under the run's prefix (removed at the end). */
 export function harnessPrefix(): string {
-  return `${inject('queuePrefix')}-${randomUUID().slice(0, 8)}`;
+  return `${fileQueuePrefix()}-${randomUUID().slice(0, 8)}`;
 }
 
 export async function startHarness(engine: Engine, options: HarnessOptions = {}): Promise<Harness> {
@@ -98,11 +99,11 @@ export async function startHarness(engine: Engine, options: HarnessOptions = {})
     OPSPAD_LOG_LEVEL: 'silent',
     ...queueEnv(options.queue ?? 'redis'),
     // The database the harness opened: the Postgres queue backend runs on the same server.
-    ...(engine === 'postgres' ? { DATABASE_URL: options.databaseUrl ?? inject('databaseUrl') } : {}),
+    ...(engine === 'postgres' ? { DATABASE_URL: options.databaseUrl ?? fileDatabaseUrl() } : {}),
     OPSPAD_QUEUE_PREFIX: harnessPrefix(),
     OPSPAD_ADMIN_PASSWORD: 'test-admin-password',
-    // The scheduled sweep reorganizes every organization's changed pads; test files share one
-    // database, so it stays out of the way unless a test runs it (sweepPads) itself.
+    // The scheduled sweep reorganizes every organization's changed pads; a file's tests share
+    // its database, so it stays out of the way unless a test runs it (sweepPads) itself.
     OPSPAD_REORGANIZE_INTERVAL: '24h',
     ...options.env,
   });

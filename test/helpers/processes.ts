@@ -9,6 +9,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import type { QueueBackendKind } from '../../src/config/env.ts';
+import { fileDatabaseUrl } from './file-database.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
@@ -184,7 +185,7 @@ export const WORKER_SETTINGS = {
 };
 
 /**
- * `opspad worker` on the run's database, its jobs under `prefix` in the run's Redis or (with
+ * `opspad worker` on the test file's database, its jobs under `prefix` in the run's Redis or (with
  * `queue` postgres) in Postgres with no REDIS_URL at all; resolves once it takes jobs. The
  * counting handler's side effects go to the run's Redis either way.
  */
@@ -195,7 +196,7 @@ export async function startWorker(
   queue: QueueBackendKind = 'redis',
 ): Promise<Spawned> {
   const worker = spawnOpspad(name, ['worker'], {
-    DATABASE_URL: inject('databaseUrl'),
+    DATABASE_URL: fileDatabaseUrl(),
     ...(queue === 'redis' ? { REDIS_URL: inject('redisUrl') } : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
     SIDEFX_REDIS_URL: inject('redisUrl'),
     OPSPAD_QUEUE_PREFIX: prefix,

@@ -1,5 +1,6 @@
 /** Redis housekeeping for tests: every key a run creates starts with the run's prefix. */
 import { inject } from 'vitest';
+import { fileQueuePrefix } from './file-database.ts';
 import { deleteKeysWithPrefix } from './redis-keys.ts';
 
 /** Deletes every key starting with `prefix` (one opspad's queues: Redis "flushed" for it). */
@@ -9,5 +10,5 @@ export function deleteQueueKeys(prefix: string, redisUrl = inject('redisUrl')): 
 
 /** A Redis key under the run's prefix, so the run's teardown removes it. */
 export function testKey(name: string): string {
-  return `${inject('queuePrefix')}-${name}-${Math.random().toString(36).slice(2, 10)}`;
+  return `${fileQueuePrefix()}-${name}-${Math.random().toString(36).slice(2, 10)}`;
 }

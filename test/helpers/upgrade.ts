@@ -6,7 +6,6 @@ import { randomUUID } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { expect, inject } from 'vitest';
 import {
   createPgliteDatabase,
@@ -14,6 +13,7 @@ import {
   MIGRATIONS_FOLDER,
   type OpspadDatabase,
 } from '../../src/store/index.ts';
+import { adminClient, databaseUrlNamed } from './file-database.ts';
 import type { Engine } from './harness.ts';
 
 /** A migrations folder holding opspad's migrations before the one whose tag matches `upgrade`. */
@@ -38,13 +38,10 @@ export async function openEmptyDatabase(engine: Engine): Promise<{ db: OpspadDat
     const db = await createPgliteDatabase();
     return { db, drop: () => db.close() };
   }
-  const url = new URL(inject('databaseUrl'));
-  const name = `opspad_upgrade_${randomUUID().slice(0, 8)}`;
-  const admin = new pg.Client({ connectionString: url.toString() });
-  await admin.connect();
+  const name = `${inject('templateDatabase')}_upgrade_${randomUUID().slice(0, 8)}`;
+  const admin = await adminClient();
   await admin.query(`CREATE DATABASE ${name}`);
-  url.pathname = `/${name}`;
-  const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 2 });
+  const db = createPostgresDatabase({ connectionString: databaseUrlNamed(name), poolSize: 2 });
   return {
     db,
     drop: async () => {

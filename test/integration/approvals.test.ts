@@ -6,8 +6,9 @@
  * then runs to exact counts) or rejects one through the operator view's button (it is
  * cancelled); the audit trail names who. Refusals change nothing.
  */
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineHandler, ItemError } from '../../src/handlers/types.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { runOpspad } from '../helpers/processes.ts';
 
@@ -83,7 +84,7 @@ describe('approvals', () => {
 
   it('sets the policy with opspad orgs policy, and reads it back through the admin API', async () => {
     const run = await runOpspad(['orgs', 'policy', '--org', orgName, '--approve-above', '10', '--json'], {
-      DATABASE_URL: inject('databaseUrl'),
+      DATABASE_URL: fileDatabaseUrl(),
     });
     expect(run.code, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual({
@@ -95,7 +96,7 @@ describe('approvals', () => {
     expect(read.body.approve_above).toBe(10);
 
     const bad = await runOpspad(['orgs', 'policy', '--org', orgName, '--approve-above', 'many'], {
-      DATABASE_URL: inject('databaseUrl'),
+      DATABASE_URL: fileDatabaseUrl(),
     });
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toContain('--approve-above');

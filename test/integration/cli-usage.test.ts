@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { allCommands, buildProgram, commandPath } from '../../src/cli/program.ts';
 import { FAILURE_SHAPE } from '../helpers/failure-shape.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { type CommandRun, runOpspad } from '../helpers/processes.ts';
 
 const VERSION = (
@@ -234,7 +235,7 @@ describe('each command checks only the settings it reads', () => {
   });
 
   it('runs opspad migrate and opspad keys with it too', async () => {
-    const env = { ...SHORT_PASSWORD, DATABASE_URL: inject('databaseUrl'), REDIS_URL: inject('redisUrl') };
+    const env = { ...SHORT_PASSWORD, DATABASE_URL: fileDatabaseUrl(), REDIS_URL: inject('redisUrl') };
     const migrated = await opspad(['migrate'], env);
     expect(migrated).toEqual({ code: 0, stdout: 'Migrations applied (postgres).\n', stderr: '' });
     const org = `usage-${Date.now()}`;

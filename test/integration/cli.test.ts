@@ -17,6 +17,7 @@ import { demoFails } from '../../src/handlers/demo.ts';
 import { queueSchemaFor } from '../../src/queue/queue-schema.ts';
 import { authenticateApiKey, createPostgresDatabase, webhookSigningSecrets } from '../../src/store/index.ts';
 import { FAILURE_SHAPE } from '../helpers/failure-shape.ts';
+import { fileDatabaseUrl, fileQueuePrefix } from '../helpers/file-database.ts';
 import { startPrivateRedis } from '../helpers/private-redis.ts';
 import {
   type CommandRun,
@@ -61,7 +62,7 @@ describe('the opspad command', () => {
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
   it('creates an API key that authenticates, printing JSON', async () => {
-    const databaseUrl = inject('databaseUrl');
+    const databaseUrl = fileDatabaseUrl();
     const run = await opspad(['keys', 'create', '--org', `cli-${Date.now()}`, '--json'], { DATABASE_URL: databaseUrl });
     expect(run.code, run.stderr).toBe(0);
     const printed = JSON.parse(run.stdout) as { organization_id: string; api_key: string };
@@ -75,7 +76,7 @@ describe('the opspad command', () => {
   });
 
   it("lists an organization's keys and revokes one, which then no longer authenticates", async () => {
-    const databaseUrl = inject('databaseUrl');
+    const databaseUrl = fileDatabaseUrl();
     const org = `cli-revoke-${Date.now()}`;
     const created = await opspad(['keys', 'create', '--org', org, '--json'], { DATABASE_URL: databaseUrl });
     const { api_key: apiKey } = JSON.parse(created.stdout) as { api_key: string };
@@ -104,7 +105,7 @@ describe('the opspad command', () => {
   });
 
   it("shows an organization's webhook secret and rotates it, the previous one signing through the grace", async () => {
-    const databaseUrl = inject('databaseUrl');
+    const databaseUrl = fileDatabaseUrl();
     const org = `cli-webhooks-${Date.now()}`;
     const env = { DATABASE_URL: databaseUrl, OPSPAD_WEBHOOK_ROTATION_GRACE: '1h' };
     const created = await opspad(['keys', 'create', '--org', org, '--json'], env);
@@ -189,7 +190,7 @@ describe('the opspad command', () => {
       stderr: `opspad keys list: Postgres at 127.0.0.1:${port} (DATABASE_URL) refused the connection. Check that Postgres runs there and that DATABASE_URL names its host and port, or unset DATABASE_URL to use the embedded database.\n`,
     });
     // A database that does not exist on a server that runs.
-    const url = new URL(inject('databaseUrl'));
+    const url = new URL(fileDatabaseUrl());
     url.pathname = '/opspad_no_such_database';
     const missing = await opspad(['migrate'], { DATABASE_URL: url.toString() });
     expect(missing).toEqual({
@@ -219,12 +220,12 @@ describe('the opspad command', () => {
   });
 
   it('migrates opspad’s tables and the queue’s schema, and says so', async () => {
-    const prefix = `${inject('queuePrefix')}-migrate`;
-    const run = await opspad(['migrate'], { DATABASE_URL: inject('databaseUrl'), OPSPAD_QUEUE_PREFIX: prefix });
+    const prefix = `${fileQueuePrefix()}-migrate`;
+    const run = await opspad(['migrate'], { DATABASE_URL: fileDatabaseUrl(), OPSPAD_QUEUE_PREFIX: prefix });
     expect(run.code, run.stderr).toBe(0);
     const schema = queueSchemaFor(prefix);
     expect(run.stdout).toBe(`Migrations applied (postgres; queue: Postgres schema ${schema} of DATABASE_URL).\n`);
-    const db = createPostgresDatabase({ connectionString: inject('databaseUrl'), poolSize: 1 });
+    const db = createPostgresDatabase({ connectionString: fileDatabaseUrl(), poolSize: 1 });
     try {
       const tables = await db.query<{ name: string }>(
         `SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 AND tablename IN ('job', 'migration', 'opspad_rate_window') ORDER BY 1`,
@@ -235,7 +236,7 @@ describe('the opspad command', () => {
       await db.close();
     }
     // With the jobs in Redis there is no queue schema to migrate.
-    const redis = await opspad(['migrate'], { DATABASE_URL: inject('databaseUrl'), REDIS_URL: inject('redisUrl') });
+    const redis = await opspad(['migrate'], { DATABASE_URL: fileDatabaseUrl(), REDIS_URL: inject('redisUrl') });
     expect(redis.stdout).toBe('Migrations applied (postgres).\n');
   });
 
@@ -258,7 +259,7 @@ describe('opspad demo on a fresh data folder', () => {
         OPSPAD_DATA_DIR: dataDir,
         PORT: '0',
         REDIS_URL: inject('redisUrl'),
-        OPSPAD_QUEUE_PREFIX: `${inject('queuePrefix')}-demo`,
+        OPSPAD_QUEUE_PREFIX: `${fileQueuePrefix()}-demo`,
       });
       expect(run.code, run.stderr).toBe(0);
       expect(run.stdout).toMatch(/^Started opspad at http:\/\/127\.0\.0\.1:\d+ \(organization "demo"\)\./);

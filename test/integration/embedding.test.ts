@@ -7,10 +7,11 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, inject, it } from 'vitest';
 import { createClient } from '../../src/client/index.ts';
 import { ConfigError, createOpspad, defineHandler } from '../../src/index.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { harnessPrefix } from '../helpers/harness.ts';
 
 const env = () => ({
-  DATABASE_URL: inject('databaseUrl'),
+  DATABASE_URL: fileDatabaseUrl(),
   REDIS_URL: inject('redisUrl'),
   OPSPAD_QUEUE_PREFIX: harnessPrefix(),
   HOST: '127.0.0.1',

@@ -16,6 +16,7 @@ import type { ItemHandler } from '../../src/handlers/types.ts';
 import { BatchTimeoutError } from '../../src/queue/batch-budget.ts';
 import { ACQUIRE_LUA } from '../../src/queue/fair-share-redis.ts';
 import { BUDGET, metricValue, QUIET, silentListener } from '../helpers/fair-share.ts';
+import { fileQueuePrefix } from '../helpers/file-database.ts';
 import { type Harness, harnessPrefix, ids, QUEUE_BACKENDS, startHarness } from '../helpers/harness.ts';
 import { testKey } from '../helpers/redis.ts';
 import { eventually, finished, waitForProgress } from '../helpers/wait.ts';
@@ -127,7 +128,7 @@ describe('the fleet-wide decision in Redis', () => {
     redis = new Redis(inject('redisUrl'));
   });
   afterEach(async () => {
-    const keys = await redis.keys(`${inject('queuePrefix')}-lua-*`);
+    const keys = await redis.keys(`${fileQueuePrefix()}-lua-*`);
     if (keys.length > 0) {
       await redis.del(...keys);
     }

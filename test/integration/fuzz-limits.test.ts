@@ -15,10 +15,11 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../../src/domain/errors.ts';
 import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
 import { organizationDigest } from '../helpers/digest.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type RawClient, type RawResponse, rawClient } from '../helpers/raw-http.ts';
 
@@ -62,7 +63,7 @@ describe('fuzzing the edges: numbers, compression, UTF-8, size limits (postgres)
    * organization of the database they share, which would move the digests compared below.
    */
   async function ownDatabase(): Promise<string> {
-    const url = new URL(inject('databaseUrl'));
+    const url = new URL(fileDatabaseUrl());
     databaseName = `opspad_fuzz_${randomBytes(4).toString('hex')}`;
     const admin = new pg.Client({ connectionString: url.toString() });
     await admin.connect();
@@ -108,7 +109,7 @@ describe('fuzzing the edges: numbers, compression, UTF-8, size limits (postgres)
     client?.close();
     await harness?.close();
     if (databaseName) {
-      const admin = new pg.Client({ connectionString: inject('databaseUrl') });
+      const admin = new pg.Client({ connectionString: fileDatabaseUrl() });
       await admin.connect();
       await admin.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
       await admin.end();

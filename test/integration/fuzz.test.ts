@@ -17,15 +17,14 @@
  * thread. A sample of the same properties runs on PGlite. OPSPAD_FUZZ_SEED replays a run;
  * OPSPAD_FUZZ_SCALE multiplies the case counts.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
-import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../../src/domain/errors.ts';
 import { OPERATION_ACTIONS } from '../../src/domain/operation-input.ts';
-import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
 import { type Digest, organizationDigest, ownAndOthersDigests, uncoveredTables } from '../helpers/digest.ts';
 import { type Engine, type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
+import { privatePostgresDatabase } from '../helpers/private-database.ts';
 import { type RawClient, type RawRequest, type RawResponse, rawClient } from '../helpers/raw-http.ts';
 
 const SCALE = Number(process.env.OPSPAD_FUZZ_SCALE ?? 1);
@@ -670,26 +669,6 @@ const ENGINE_RUNS: { engine: Engine; share: number }[] = [
   { engine: 'pglite', share: PGLITE_SHARE },
 ];
 
-/** A migrated Postgres database of this file's own, next to the run's; dropped by `drop`. */
-async function privatePostgresDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
-  const url = new URL(inject('databaseUrl'));
-  const name = `opspad_test_fuzz_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: url.toString() });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  url.pathname = `/${name}`;
-  const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 1 });
-  await runMigrations(db);
-  await db.close();
-  return {
-    url: url.toString(),
-    async drop() {
-      await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await admin.end();
-    },
-  };
-}
-
 describe.each(ENGINE_RUNS)('fuzzing every input on $engine', ({ engine, share }) => {
   let harness: Harness;
   let client: RawClient;
@@ -712,7 +691,7 @@ describe.each(ENGINE_RUNS)('fuzzing every input on $engine', ({ engine, share })
   }
 
   beforeAll(async () => {
-    database = engine === 'postgres' ? await privatePostgresDatabase() : undefined;
+    database = engine === 'postgres' ? await privatePostgresDatabase('fuzz') : undefined;
     harness = await startHarness(engine, {
       env: { OPSPAD_RATE_LIMIT: '1000000/1s' },
       databaseUrl: database?.url,

@@ -16,6 +16,7 @@ import { keyLimitTablesDdl, postgresKeyLimitStore } from '../../src/queue/key-li
 import { redisKeyLimitStore } from '../../src/queue/key-limits-redis.ts';
 import type { SqlRunner } from '../../src/queue/postgres-counters.ts';
 import { quoteSchema } from '../../src/queue/queue-schema.ts';
+import { fileDatabaseUrl, fileQueuePrefix } from '../helpers/file-database.ts';
 
 type Step =
   | { kind: 'acquire'; want: number; advanceMs: number }
@@ -128,11 +129,11 @@ describe('provider limits: both stores apply the rule', () => {
   let pool: pg.Pool;
   let runner: SqlRunner;
   const schema = `opspad_limits_${randomUUID().slice(0, 8)}`;
-  const prefix = `${inject('queuePrefix')}-limits-${randomUUID().slice(0, 8)}`;
+  const prefix = `${fileQueuePrefix()}-limits-${randomUUID().slice(0, 8)}`;
 
   beforeAll(async () => {
     redis = new Redis(inject('redisUrl'));
-    pool = new pg.Pool({ connectionString: inject('databaseUrl'), max: 2 });
+    pool = new pg.Pool({ connectionString: fileDatabaseUrl(), max: 2 });
     runner = {
       query: (text, params) => pool.query(text, params as unknown[]),
       async transaction(fn) {

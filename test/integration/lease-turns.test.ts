@@ -9,11 +9,12 @@
  * lease of the same items take turns, and a report of items a worker is recording waits for it.
  */
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type OpspadDatabase, recordResults } from '../../src/store/index.ts';
 import { leaseNext } from '../../src/store/leases/item-sql.ts';
 import { leaseStep, recordLeaseStep, recordStep } from '../../src/store/leases/step-calls.ts';
 import { lockOperationForLease } from '../../src/store/operations/operation-row.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { ENGINES, ids, newStoreOperation, openTestDatabase } from '../helpers/harness.ts';
 import { eventually } from '../helpers/wait.ts';
 
@@ -164,7 +165,7 @@ describe('a general record beside a lease or a record of the same items (postgre
 
   beforeAll(async () => {
     db = await openTestDatabase('postgres');
-    holder = new pg.Client({ connectionString: inject('databaseUrl') });
+    holder = new pg.Client({ connectionString: fileDatabaseUrl() });
     await holder.connect();
     holderPid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]?.pid as number;
   });

@@ -3,8 +3,9 @@
  * does not take writes, as libpq's target_session_attrs=read-write does, and with no writable
  * node at all a query fails with an error opspad answers as "the database is gone" (a 503).
  */
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createPostgresDatabase, isDatabaseGone, type PostgresDatabase } from '../../src/store/index.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { sparePort } from '../helpers/postgres-cluster.ts';
 
 const opened: PostgresDatabase[] = [];
@@ -12,9 +13,9 @@ afterEach(async () => {
   await Promise.all(opened.splice(0).map((db) => db.close()));
 });
 
-/** The run's database URL with `hosts` in place of its one host, and `query` added. */
+/** The file's database URL with `hosts` in place of its one host, and `query` added. */
 function multiHost(hosts: string, query: string): string {
-  const url = new URL(inject('databaseUrl'));
+  const url = new URL(fileDatabaseUrl());
   const auth = url.username ? `${url.username}${url.password ? `:${url.password}` : ''}@` : '';
   const params = new URLSearchParams(url.search);
   for (const [name, value] of new URLSearchParams(query)) {
@@ -31,7 +32,7 @@ function open(connectionString: string): PostgresDatabase {
 
 describe('a multi-host DATABASE_URL', () => {
   it('connects to the writable host after one that refuses', async () => {
-    const server = new URL(inject('databaseUrl'));
+    const server = new URL(fileDatabaseUrl());
     const dead = await sparePort();
     const db = open(
       multiHost(`127.0.0.1:${dead},${server.hostname}:${server.port || 5432}`, 'target_session_attrs=read-write'),
@@ -45,7 +46,7 @@ describe('a multi-host DATABASE_URL', () => {
   });
 
   it('passes over a node that does not take writes, and says no writable one answered', async () => {
-    const server = new URL(inject('databaseUrl'));
+    const server = new URL(fileDatabaseUrl());
     const dead = await sparePort();
     // Every session of this URL is read-only: the node a failover has just demoted looks so.
     const db = open(

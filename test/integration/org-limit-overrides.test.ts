@@ -8,9 +8,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KeyCommand, keyCommandViaLocalControl, listenLocalControl } from '../../src/cli/local-control.ts';
 import { createApiKey, keyLimitOverride, organizationLimits } from '../../src/store/index.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { type Harness, openTestDatabase, startHarness, type Tenant } from '../helpers/harness.ts';
 import { killAllChildren, RUN_TIMEOUT_MS, runOpspad } from '../helpers/processes.ts';
 
@@ -262,7 +263,7 @@ describe('organization limit overrides', () => {
   it('shows and sets the weight and key-limit overrides with opspad orgs limits', async () => {
     const tenant = await harness.newTenant();
     const name = await nameOf(tenant);
-    const env = { DATABASE_URL: inject('databaseUrl'), OPSPAD_LOG_LEVEL: 'warn' };
+    const env = { DATABASE_URL: fileDatabaseUrl(), OPSPAD_LOG_LEVEL: 'warn' };
     const run = (args: string[]) =>
       runOpspad(['orgs', 'limits', '--org', name, ...args], env, { timeoutMs: RUN_TIMEOUT_MS });
 

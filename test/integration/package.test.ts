@@ -19,6 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { harnessPrefix } from '../helpers/harness.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -251,7 +252,7 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
     const app = await run(process.execPath, ['out/app.js'], {
       cwd: project,
       env: shellEnv({
-        DATABASE_URL: inject('databaseUrl'),
+        DATABASE_URL: fileDatabaseUrl(),
         REDIS_URL: inject('redisUrl'),
         OPSPAD_QUEUE_PREFIX: harnessPrefix(),
         HOST: '127.0.0.1',
@@ -292,7 +293,7 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
     const worker = await run('npx', ['--no-install', 'opspad', 'worker'], {
       cwd: project,
       env: shellEnv({
-        DATABASE_URL: inject('databaseUrl'),
+        DATABASE_URL: fileDatabaseUrl(),
         REDIS_URL: inject('redisUrl'),
         OPSPAD_QUEUE_PREFIX: `${harnessPrefix()}-${randomUUID().slice(0, 4)}`,
         OPSPAD_HANDLERS: './handler.ts',
@@ -309,7 +310,7 @@ describe('opspad installed from its tarball into a new project', { timeout: STEP
       cwd: project,
       env: shellEnv({
         NODE_OPTIONS: '--import tsx',
-        DATABASE_URL: inject('databaseUrl'),
+        DATABASE_URL: fileDatabaseUrl(),
         REDIS_URL: inject('redisUrl'),
         OPSPAD_QUEUE_PREFIX: `${harnessPrefix()}-${randomUUID().slice(0, 4)}`,
         OPSPAD_HANDLERS: './handler.ts',

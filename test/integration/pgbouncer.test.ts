@@ -9,12 +9,13 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig, type QueueBackendKind } from '../../src/config/env.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createOpspad, type Opspad } from '../../src/main.ts';
 import { createApiKey, createPostgresDatabase } from '../../src/store/index.ts';
 import { closeCountingClient, countingHandler, sideEffects } from '../fixtures/counting-handler.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { harnessPrefix, ids, QUEUE_BACKENDS, queueEnv, type Tenant } from '../helpers/harness.ts';
 import {
   DEFAULT_PGBOUNCER,
@@ -35,12 +36,12 @@ const cleanups: (() => Promise<void>)[] = [];
 /** A new empty database beside the run's (no migrations: opspad applies them). */
 async function freshDatabase(): Promise<{ name: string; directUrl: string }> {
   const name = `opspad_pgb_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: inject('databaseUrl') });
+  const admin = new pg.Client({ connectionString: fileDatabaseUrl() });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
   await admin.end();
   databases.push(name);
-  const url = new URL(inject('databaseUrl'));
+  const url = new URL(fileDatabaseUrl());
   url.pathname = `/${name}`;
   return { name, directUrl: url.toString() };
 }
@@ -48,7 +49,7 @@ async function freshDatabase(): Promise<{ name: string; directUrl: string }> {
 beforeAll(async () => {
   const demo = await freshDatabase();
   // One server connection behind this alias: every client of it shares one server session.
-  bouncer = await startPgBouncer(inject('databaseUrl'), { [LOCK_DEMO]: { database: demo.name, poolSize: 1 } });
+  bouncer = await startPgBouncer(fileDatabaseUrl(), { [LOCK_DEMO]: { database: demo.name, poolSize: 1 } });
 }, PGBOUNCER_SETUP_TIMEOUT_MS);
 
 afterEach(async () => {
@@ -63,7 +64,7 @@ afterEach(async () => {
 afterAll(async () => {
   closeCountingClient();
   await bouncer?.stop();
-  const admin = new pg.Client({ connectionString: inject('databaseUrl') });
+  const admin = new pg.Client({ connectionString: fileDatabaseUrl() });
   await admin.connect();
   for (const name of databases) {
     await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
@@ -85,14 +86,14 @@ async function client(url: string, options: pg.ClientConfig = {}): Promise<pg.Cl
 
 /** PgBouncer's own count of the transactions it passed to `database` (its admin console). */
 async function pooledTransactions(database: string): Promise<number> {
-  const admin = await client(through(inject('databaseUrl')).replace(/\/[^/]*$/, '/pgbouncer'));
+  const admin = await client(through(fileDatabaseUrl()).replace(/\/[^/]*$/, '/pgbouncer'));
   const stats = await admin.query<{ database: string; total_xact_count: string }>('SHOW STATS');
   return Number(stats.rows.find((row) => row.database === database)?.total_xact_count ?? 0);
 }
 
 describe('what a transaction pooler breaks (PgBouncer, pool_mode = transaction)', () => {
   it('a session advisory lock: a second client on the same server session gets it too', async () => {
-    const demoUrl = through(inject('databaseUrl')).replace(/\/[^/]*$/, `/${LOCK_DEMO}`);
+    const demoUrl = through(fileDatabaseUrl()).replace(/\/[^/]*$/, `/${LOCK_DEMO}`);
     const [first, second] = [await client(demoUrl), await client(demoUrl)];
     const lock = 'SELECT pg_try_advisory_lock(424242) AS locked';
     expect((await first.query(lock)).rows[0].locked).toBe(true);
@@ -102,13 +103,13 @@ describe('what a transaction pooler breaks (PgBouncer, pool_mode = transaction)'
     await first.query('SELECT pg_advisory_unlock_all()');
     await first.query('BEGIN');
     expect((await first.query('SELECT pg_try_advisory_xact_lock(424243) AS locked')).rows[0].locked).toBe(true);
-    const direct = await client(inject('databaseUrl').replace(/\/[^/]*$/, `/${databases[0]}`));
+    const direct = await client(fileDatabaseUrl().replace(/\/[^/]*$/, `/${databases[0]}`));
     expect((await direct.query('SELECT pg_try_advisory_xact_lock(424243) AS locked')).rows[0].locked).toBe(false);
     await first.query('COMMIT');
   });
 
   it('startup parameters: BullMQ’s search_path option and a session timeout are refused', async () => {
-    const url = through(inject('databaseUrl'));
+    const url = through(fileDatabaseUrl());
     await expect(client(url, { options: '-c search_path=bullmq_x' })).rejects.toThrow(
       'unsupported startup parameter: options',
     );

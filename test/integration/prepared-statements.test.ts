@@ -5,7 +5,7 @@
  * named.
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, inject, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   createApiKey,
   createPostgresDatabase,
@@ -14,6 +14,7 @@ import {
   recordResults,
 } from '../../src/store/index.ts';
 import { buildContextFragment } from '../../src/tools/context-fragment.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { newStoreOperation } from '../helpers/harness.ts';
 
 const BUDGETS = { reciteChars: 4_000, maxTokens: 1_500 };
@@ -26,7 +27,7 @@ describe('prepared statements on postgres', () => {
 
   /** One connection, so the session that prepared a statement is the one asked about it. */
   const oneConnection = (options: { behindPooler: boolean }) => {
-    const url = inject('databaseUrl');
+    const url = fileDatabaseUrl();
     const db = createPostgresDatabase({
       connectionString: url,
       poolSize: 1,

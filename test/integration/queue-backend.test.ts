@@ -11,18 +11,19 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import pg from 'pg';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { mayStart } from '../../src/domain/fair-share.ts';
 import type { QueueBackend } from '../../src/queue/backend.ts';
 import type { StopMessage } from '../../src/queue/control-channel.ts';
 import { createPostgresQueueBackend } from '../../src/queue/postgres-backend.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { harnessPrefix, startHarness } from '../helpers/harness.ts';
 import { loseEveryJob } from '../helpers/queue.ts';
 import { inOneRateWindow } from '../helpers/rate-window.ts';
 import { eventually } from '../helpers/wait.ts';
 
 const opened: QueueBackend[] = [];
-const admin = new pg.Client({ connectionString: inject('databaseUrl') });
+const admin = new pg.Client({ connectionString: fileDatabaseUrl() });
 let adminConnected: Promise<unknown> | undefined;
 
 async function adminQuery<R extends pg.QueryResultRow>(text: string, params: unknown[] = []): Promise<R[]> {
@@ -34,7 +35,7 @@ async function adminQuery<R extends pg.QueryResultRow>(text: string, params: unk
 async function backend(prefix: string, poolSize = 4) {
   const created = await createPostgresQueueBackend({
     engine: 'postgres',
-    connectionString: inject('databaseUrl'),
+    connectionString: fileDatabaseUrl(),
     prefix,
     poolSize,
   });
@@ -166,7 +167,7 @@ describe('the Postgres queue backend', () => {
 
   it('runs the reorganization sweep from a job scheduler, again and again', async () => {
     // On an embedded database of its own: a sweep reorganizes the changed pads of every
-    // organization, and the run's database is shared with other test files.
+    // organization, and the file's database is shared with its other tests.
     const harness = await startHarness('pglite', {
       queue: 'postgres',
       workers: true,

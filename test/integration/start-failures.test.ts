@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { START_STEPS } from '../../src/main.ts';
+import { fileDatabaseUrl, fileQueuePrefix } from '../helpers/file-database.ts';
 import { type CommandRun, runNode } from '../helpers/processes.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
@@ -30,7 +31,7 @@ function run(args: readonly string[], env: Record<string, string>): Promise<Comm
   return runNode(args, { OPSPAD_LOG_LEVEL: 'warn', ...env });
 }
 
-const prefix = () => `${inject('queuePrefix')}-startfail-${randomBytes(3).toString('hex')}`;
+const prefix = () => `${fileQueuePrefix()}-startfail-${randomBytes(3).toString('hex')}`;
 
 function listenOn(port = 0): Promise<Server> {
   return new Promise((resolve, reject) => {
@@ -50,18 +51,18 @@ describe('opspad start failing for real', () => {
     takenPort = String((taken.address() as { port: number }).port);
     // A database its user may connect to but not create tables in.
     const name = `opspad_test_nocreate_${randomBytes(4).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: inject('databaseUrl') });
+    const admin = new pg.Client({ connectionString: fileDatabaseUrl() });
     await admin.connect();
     await admin.query(`CREATE ROLE ${name} LOGIN`);
     await admin.query(`CREATE DATABASE ${name}`);
     await admin.end();
-    const url = new URL(inject('databaseUrl'));
+    const url = new URL(fileDatabaseUrl());
     url.username = name;
     url.pathname = `/${name}`;
     restricted = {
       url: url.toString(),
       async drop() {
-        const dropper = new pg.Client({ connectionString: inject('databaseUrl') });
+        const dropper = new pg.Client({ connectionString: fileDatabaseUrl() });
         await dropper.connect();
         try {
           await dropper.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
@@ -79,7 +80,7 @@ describe('opspad start failing for real', () => {
   });
 
   const services = () => ({
-    DATABASE_URL: inject('databaseUrl'),
+    DATABASE_URL: fileDatabaseUrl(),
     REDIS_URL: inject('redisUrl'),
     OPSPAD_QUEUE_PREFIX: prefix(),
     PORT: '0',
@@ -222,7 +223,7 @@ describe('createOpspad failing at each of its steps', () => {
       timeout: 240_000,
     }, async () => {
       const env = {
-        DATABASE_URL: inject('databaseUrl'),
+        DATABASE_URL: fileDatabaseUrl(),
         ...(queue === 'redis' ? { REDIS_URL: inject('redisUrl') } : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
         OPSPAD_QUEUE_PREFIX: prefix(),
         PORT: '0',

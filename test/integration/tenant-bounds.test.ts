@@ -6,7 +6,8 @@
  * is reached and refused while another organization's `/healthz` and `progress` answer as usual.
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { type Harness, type HttpResult, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { killAllChildren, RUN_TIMEOUT_MS, runOpspad } from '../helpers/processes.ts';
 
@@ -253,7 +254,7 @@ describe('tenant bounds (postgres)', () => {
     const tenant = await harness.newTenant();
     const name = await organizationName(tenant);
     const env = {
-      DATABASE_URL: inject('databaseUrl'),
+      DATABASE_URL: fileDatabaseUrl(),
       OPSPAD_LOG_LEVEL: 'warn',
       OPSPAD_MAX_STORED_ITEMS: '10',
       OPSPAD_MAX_OPEN_OPERATIONS: '3',
