@@ -24,6 +24,7 @@ import {
   runMigrations as runBullmqMigrations,
   Worker,
 } from 'bullmq';
+import { IDLE_IN_TRANSACTION_MS } from '../store/db/db.ts';
 import { SESSION_LOCK } from '../store/db/lock-keys.ts';
 import { pgConnectionConfig } from '../store/db/primary-locator.ts';
 import type { QueueBackend } from './backend.ts';
@@ -61,15 +62,31 @@ function openConnection(target: PostgresQueueTarget, pglitePool: PgPool | null) 
     return { schema: EMBEDDED_QUEUE_SCHEMA, connection: new SharedPostgresConnection(pglitePool as PgPool) };
   }
   const schema = queueSchemaFor(target.prefix);
-  const connection = new SharedPostgresConnection({
+  const connection = new SharedPostgresConnection(queuePoolConfig(target));
+  return { schema, connection };
+}
+
+/**
+ * The queue pool's settings on a Postgres server. BullMQ's job moves run as transactions under
+ * a queue-wide advisory lock: a process that stops inside one (frozen, paused by the OS,
+ * partitioned) would hold that lock, and so stall every worker of the queue, until it woke up.
+ * The server ends such a session after `idleInTransactionMs`, as it does the store's. The
+ * queue's pool never passes a transaction pooler (its search_path is a startup parameter too).
+ */
+export function queuePoolConfig(
+  target: Extract<PostgresQueueTarget, { engine: 'postgres' }>,
+  idleInTransactionMs = IDLE_IN_TRANSACTION_MS,
+): Exclude<PostgresConnectionOptions, string | PgPool> & { schema: string } {
+  const schema = queueSchemaFor(target.prefix);
+  return {
     // A multi-host URL: the pool and the LISTEN connection find the primary (primary-locator.ts).
     ...pgConnectionConfig(target.connectionString),
     schema,
     max: target.poolSize,
     // Which deployment a connection serves, in pg_stat_activity (Postgres keeps 63 bytes).
     application_name: `opspad-queue:${schema}`.slice(0, 63),
-  });
-  return { schema, connection };
+    idle_in_transaction_session_timeout: idleInTransactionMs,
+  };
 }
 
 /**

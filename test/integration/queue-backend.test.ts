@@ -15,7 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { mayStart } from '../../src/domain/fair-share.ts';
 import type { QueueBackend } from '../../src/queue/backend.ts';
 import type { StopMessage } from '../../src/queue/control-channel.ts';
-import { createPostgresQueueBackend } from '../../src/queue/postgres-backend.ts';
+import { createPostgresQueueBackend, queuePoolConfig } from '../../src/queue/postgres-backend.ts';
 import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { harnessPrefix, startHarness } from '../helpers/harness.ts';
 import { loseEveryJob } from '../helpers/queue.ts';
@@ -86,6 +86,46 @@ describe('the Postgres queue backend', () => {
     expect(heardElsewhere).toEqual([]);
     await subscription.close();
     await elsewhere.close();
+  });
+
+  it('has the server end a job move its process left open, so a frozen worker frees the queue', async () => {
+    const target = {
+      engine: 'postgres' as const,
+      connectionString: fileDatabaseUrl(),
+      prefix: harnessPrefix(),
+      poolSize: 2,
+    };
+    // The pool's own setting, as the server sees it.
+    const pool = new pg.Pool(queuePoolConfig(target));
+    try {
+      const shown = await pool.query<{ t: string }>('SELECT current_setting($1) AS t', [
+        'idle_in_transaction_session_timeout',
+      ]);
+      expect(shown.rows[0]?.t).toBe('15s');
+    } finally {
+      await pool.end();
+    }
+    // What it does, with a short timeout: a session stopped inside a transaction holding a
+    // queue-wide advisory lock (as BullMQ's job moves take one) is ended, and the lock is free.
+    const frozen = new pg.Pool(queuePoolConfig(target, 200));
+    frozen.on('error', () => {});
+    const holder = await frozen.connect();
+    const ended = new Promise<Error>((resolve) => holder.on('error', resolve));
+    const key = Math.floor(Math.random() * 1e9);
+    await holder.query('BEGIN');
+    await holder.query('SELECT pg_advisory_xact_lock($1)', [key]);
+    try {
+      const taken = await adminQuery<{ ok: boolean }>(
+        'SELECT pg_try_advisory_lock($1) AS ok FROM (SELECT pg_advisory_lock($1)) waited',
+        [key],
+      );
+      expect(taken[0]?.ok).toBe(true);
+      expect((await ended).message).toMatch(/idle-in-transaction timeout/);
+      await adminQuery('SELECT pg_advisory_unlock_all()');
+    } finally {
+      holder.release(true);
+      await frozen.end();
+    }
   });
 
   it('counts requests per key in fixed windows, exactly under concurrency, shared between processes', async () => {

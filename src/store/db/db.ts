@@ -125,8 +125,11 @@ export interface PostgresOptions {
   applicationName?: string;
 }
 
-/** A server session ends a transaction left idle this long (see createPostgresDatabase). */
-const IDLE_IN_TRANSACTION_MS = 15_000;
+/**
+ * A server session ends a transaction left idle this long (see createPostgresDatabase; the
+ * Postgres queue's pool sets it too).
+ */
+export const IDLE_IN_TRANSACTION_MS = 15_000;
 
 /**
  * A pooled connection to a real Postgres server; `pool` serves queries and transactions,
