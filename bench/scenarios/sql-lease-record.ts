@@ -83,6 +83,9 @@ async function runOnce(pool: pg.Pool, items: number, batch: number): Promise<num
 /** Its table, created in the run's database; `run(batch)` → items/s over the plan's item count. */
 export async function leaseRecordRunner(ctx: BenchContext) {
   const pool = new pg.Pool({ connectionString: ctx.databaseUrl, max: CLIENTS });
+  // An idle client whose connection ends (the run's database dropped WITH (FORCE) at its end)
+  // emits 'error'; unheard, it would end the run (the other SQL runners listen too).
+  pool.on('error', () => {});
   ctx.defer(() => pool.end());
   for (const statement of SCHEMA) {
     await pool.query(statement);

@@ -37,6 +37,7 @@ async function runOnce(ctx: BenchContext, organizationId: string, items: number,
     actor: 'bench',
   });
   const pool = new pg.Pool({ connectionString: ctx.databaseUrl, max: CLIENTS });
+  pool.on('error', () => {}); // an idle client's lost connection must not end the run
   await Promise.all(Array.from({ length: CLIENTS }, () => pool.query('SELECT 1')));
   let cursor = 0;
   let recorded = 0;
