@@ -6,7 +6,8 @@
  * share an item and record each once; a lease past a cursor that went back leaves out the items
  * a live lease holds; a report of a whole lease is recorded in any order, and any other report
  * with as many ids is decided id by id; a late report of free items (the general record) and a
- * lease of the same items take turns, and a report of items a worker is recording waits for it.
+ * lease of the same items take turns, and a report of items a worker is recording waits for it;
+ * a record that waits for the row while a pause commits leases no next batch.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -223,6 +224,68 @@ describe('a general record beside a lease or a record of the same items (postgre
       [operationId],
     );
     expect(completed[0]?.n).toBe(0);
+  });
+
+  it('leases no next batch when a pause commits while the record waits for the row', async () => {
+    const { scope, operationId } = await newStoreOperation(db, 10, 5);
+    const batch = (await leaseStep(db, scope, { operationId, owner: 'worker', leaseSeconds: 300 }))?.batch ?? [];
+    expect(batch).toEqual(ids(10).slice(0, 5));
+
+    // A pause as an admission writes it: an update of the row, which the record's key-share
+    // lock does not wait for. The record reads the row as active, records its batch, and then
+    // waits for the update lock; once it has it, the pause has committed, and the operation
+    // hands out no new batch.
+    await holder.query('BEGIN');
+    await holder.query(`UPDATE assistant_operation SET status = 'paused' WHERE id = $1`, [operationId]);
+    const step = recordLeaseStep(db, scope, {
+      operationId,
+      owner: 'worker',
+      ids: batch,
+      reasons: null,
+      leaseSeconds: 300,
+    });
+    await eventually(() => waitingOnHolder(1), { what: 'the record to wait for the row' });
+    await holder.query('COMMIT');
+
+    const recorded = await step;
+    expect(recorded?.counts).toMatchObject({ completed_count: 5, in_flight_count: 0 });
+    expect(recorded?.next.kind).not.toBe('leased');
+    const leased = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM assistant_operation_lease WHERE operation_id = $1 AND remaining > 0`,
+      [operationId],
+    );
+    expect(leased[0]?.n).toBe(0);
+  });
+
+  it('leases no next batch for a group of lanes either when a pause commits meanwhile', async () => {
+    const { scope, operationId } = await newStoreOperation(db, 10, 2);
+    const lanes = ['lane-a', 'lane-b'];
+    const batches: string[][] = [];
+    for (const owner of lanes) {
+      batches.push((await leaseStep(db, scope, { operationId, owner, leaseSeconds: 300 }))?.batch ?? []);
+    }
+    expect(batches.flat()).toEqual(ids(10).slice(0, 4));
+
+    await holder.query('BEGIN');
+    await holder.query(`UPDATE assistant_operation SET status = 'paused' WHERE id = $1`, [operationId]);
+    // The grouped call (step-groups.ts) as a process's two lanes send it.
+    const group = db.query<{ lane_owner: string; lease: string; completed_count: number }>(
+      `SELECT lane_owner, lease, completed_count
+       FROM opspad_record_lease_steps($1, $2, $3, $4, $5, $6, NULL, 300, $7, NULL)`,
+      [operationId, scope.organizationId, scope.conversationId, lanes, [2, 2], batches.flat(), [null, null]],
+    );
+    await eventually(() => waitingOnHolder(1), { what: 'the group to wait for the row' });
+    await holder.query('COMMIT');
+
+    const rows = await group;
+    expect(rows.map((row) => row.lane_owner)).toEqual(lanes);
+    expect(rows.map((row) => row.lease)).not.toContain('leased');
+    expect(rows.at(-1)?.completed_count).toBe(4);
+    const leased = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM assistant_operation_lease WHERE operation_id = $1 AND remaining > 0`,
+      [operationId],
+    );
+    expect(leased[0]?.n).toBe(0);
   });
 
   it("lets an assistant's report of items a worker is recording wait for it, without a deadlock", async () => {
