@@ -67,11 +67,12 @@ function openConnection(target: PostgresQueueTarget, pglitePool: PgPool | null) 
 }
 
 /**
- * The queue pool's settings on a Postgres server. BullMQ's job moves run as transactions under
- * a queue-wide advisory lock: a process that stops inside one (frozen, paused by the OS,
- * partitioned) would hold that lock, and so stall every worker of the queue, until it woke up.
- * The server ends such a session after `idleInTransactionMs`, as it does the store's. The
- * queue's pool never passes a transaction pooler (its search_path is a startup parameter too).
+ * The queue pool's settings on a Postgres server. The fair share's, the key limits' and the
+ * capped leases' transactions on this pool hold a queue-wide advisory lock: a process that stops
+ * inside one (frozen, paused by the OS, partitioned) would hold that lock, and so stall every
+ * worker of the queue, until it woke up. The server ends such a session after
+ * `idleInTransactionMs`, as it does the store's. The pool goes to DATABASE_DIRECT_URL when there
+ * is one; its search_path is a startup parameter too.
  */
 export function queuePoolConfig(
   target: Extract<PostgresQueueTarget, { engine: 'postgres' }>,

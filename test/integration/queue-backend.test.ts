@@ -88,7 +88,7 @@ describe('the Postgres queue backend', () => {
     await elsewhere.close();
   });
 
-  it('has the server end a job move its process left open, so a frozen worker frees the queue', async () => {
+  it('has the server end a transaction its process left open, so a frozen worker frees the queue', async () => {
     const target = {
       engine: 'postgres' as const,
       connectionString: fileDatabaseUrl(),
@@ -106,25 +106,25 @@ describe('the Postgres queue backend', () => {
       await pool.end();
     }
     // What it does, with a short timeout: a session stopped inside a transaction holding a
-    // queue-wide advisory lock (as BullMQ's job moves take one) is ended, and the lock is free.
-    const frozen = new pg.Pool(queuePoolConfig(target, 200));
+    // queue-wide advisory lock (as the fair share's and the key limits' transactions take one)
+    // is ended, and the lock is free. A waiter gives up after 20 s, so a regression fails fast.
+    const frozen = new pg.Pool(queuePoolConfig(target, 1000));
     frozen.on('error', () => {});
+    const waiter = new pg.Client({ connectionString: fileDatabaseUrl() });
     const holder = await frozen.connect();
-    const ended = new Promise<Error>((resolve) => holder.on('error', resolve));
-    const key = Math.floor(Math.random() * 1e9);
-    await holder.query('BEGIN');
-    await holder.query('SELECT pg_advisory_xact_lock($1)', [key]);
     try {
-      const taken = await adminQuery<{ ok: boolean }>(
-        'SELECT pg_try_advisory_lock($1) AS ok FROM (SELECT pg_advisory_lock($1)) waited',
-        [key],
-      );
-      expect(taken[0]?.ok).toBe(true);
+      const ended = new Promise<Error>((resolve) => holder.on('error', resolve));
+      const key = Math.floor(Math.random() * 1e9);
+      // One round trip: the session is idle inside the transaction from its answer on.
+      await holder.query(`BEGIN; SELECT pg_advisory_xact_lock(${key})`);
+      await waiter.connect();
+      await waiter.query(`SET lock_timeout = '20s'`);
+      await waiter.query('SELECT pg_advisory_lock($1)', [key]);
       expect((await ended).message).toMatch(/idle-in-transaction timeout/);
-      await adminQuery('SELECT pg_advisory_unlock_all()');
     } finally {
       holder.release(true);
       await frozen.end();
+      await waiter.end();
     }
   });
 
