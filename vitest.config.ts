@@ -24,7 +24,15 @@ const ALWAYS_EXCLUDED = ['**/node_modules/**', 'test/faults/**', 'test/framework
  * waiting on processes, servers and the network, so three run at once even on two cores.
  * OPSPAD_TEST_WORKERS sets another number.
  */
-const TEST_WORKERS = Number(process.env.OPSPAD_TEST_WORKERS ?? 3);
+const TEST_WORKERS = testWorkers(process.env.OPSPAD_TEST_WORKERS);
+
+function testWorkers(setting: string | undefined): number {
+  const workers = Number(setting ?? 3);
+  if (!Number.isInteger(workers) || workers < 1) {
+    throw new Error(`OPSPAD_TEST_WORKERS must be a whole number of test files at once, 1 or more (got "${setting}")`);
+  }
+  return workers;
+}
 
 export default defineConfig({
   test: {

@@ -15,7 +15,7 @@ import pg from 'pg';
 import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
 import { ensureTool } from './debian-tool.ts';
 import { clusterFolder, PG_BIN } from './postgres-cluster.ts';
-import { freePort } from './private-redis.ts';
+import { freePort } from './stdout-readers.ts';
 import { eventually } from './wait.ts';
 
 const SETUP_TIMEOUT_MS = 300_000;

@@ -12,7 +12,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type DebianTool, ensureTool, type ToolPlan, toolPlan } from './debian-tool.ts';
-import { freePort } from './private-redis.ts';
+import { freePort } from './stdout-readers.ts';
 import { eventually } from './wait.ts';
 
 export const DEFAULT_PGBOUNCER = '/usr/sbin/pgbouncer';

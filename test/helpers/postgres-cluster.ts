@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
-import { freePort } from './private-redis.ts';
+import { freePort } from './stdout-readers.ts';
 
 export const PG_BIN = process.env.OPSPAD_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const COMMAND_TIMEOUT_MS = 60_000;

@@ -28,6 +28,7 @@ import {
   spawnOpspad,
   within,
 } from '../helpers/processes.ts';
+import { freePort } from '../helpers/stdout-readers.ts';
 
 const BIN = fileURLToPath(new URL('../../bin/opspad.js', import.meta.url));
 const RECORD_CONNECTIONS = new URL('../fixtures/record-connections.mjs', import.meta.url).href;
@@ -300,7 +301,7 @@ describe('opspad demo interrupted with Ctrl-C', () => {
       expect(output).not.toMatch(/\(active\)\./);
 
       // As it says: started again on the same data folder, opspad finishes the operation.
-      const port = String(20_000 + Math.floor(Math.random() * 20_000));
+      const port = String(await freePort());
       const service = spawnOpspad('start', ['start'], { ...env, PORT: port, OPSPAD_LOG_LEVEL: 'info' });
       await service.waitForLine((line) => line.includes('opspad API listening'), 'the API to listen', 120_000);
       const key = await opspad(['keys', 'create', '--org', 'demo', '--json'], env);
@@ -373,7 +374,7 @@ describe('opspad start on the embedded database, with nothing but Node', () => {
     timeout: 240_000,
   }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'opspad-start-'));
-    const port = String(20_000 + Math.floor(Math.random() * 20_000));
+    const port = String(await freePort());
     // `npm start` on a machine with no Redis and no Postgres: no REDIS_URL, no DATABASE_URL.
     const env = {
       PATH: process.env.PATH ?? '',

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { killAllChildren, runOpspad, spawnOpspad } from '../helpers/processes.ts';
+import { freePort } from '../helpers/stdout-readers.ts';
 
 afterEach(killAllChildren);
 
@@ -37,7 +38,7 @@ function expectPrivate(dataDir: string): void {
 }
 
 async function startOn(dataDir: string, args: string[] = []) {
-  const port = String(20_000 + Math.floor(Math.random() * 20_000));
+  const port = String(await freePort());
   const service = spawnOpspad('start', ['start', ...args], {
     OPSPAD_DATA_DIR: dataDir,
     OPSPAD_QUEUE_BACKEND: 'postgres',

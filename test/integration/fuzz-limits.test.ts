@@ -11,15 +11,12 @@
  * code — never a 5xx — and a refused call leaves the organization's rows as they were (a digest
  * before and after). OPSPAD_FUZZ_SEED replays a run; OPSPAD_FUZZ_SCALE multiplies the case counts.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES } from '../../src/domain/errors.ts';
-import { createPostgresDatabase, runMigrations } from '../../src/store/index.ts';
 import { organizationDigest } from '../helpers/digest.ts';
-import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { type Harness, ids, startHarness, type Tenant } from '../helpers/harness.ts';
 import { type RawClient, type RawResponse, rawClient } from '../helpers/raw-http.ts';
 
@@ -56,29 +53,10 @@ describe('fuzzing the edges: numbers, compression, UTF-8, size limits (postgres)
   let executionId: string;
   const statuses = new Map<number, number>();
 
-  let databaseName: string | undefined;
-
-  /**
-   * A database of this file's own: services of other test files sweep and reconcile every
-   * organization of the database they share, which would move the digests compared below.
-   */
-  async function ownDatabase(): Promise<string> {
-    const url = new URL(fileDatabaseUrl());
-    databaseName = `opspad_fuzz_${randomBytes(4).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: url.toString() });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${databaseName}`);
-    await admin.end();
-    url.pathname = `/${databaseName}`;
-    const db = createPostgresDatabase({ connectionString: url.toString(), poolSize: 1 });
-    await runMigrations(db);
-    await db.close();
-    return url.toString();
-  }
-
   beforeAll(async () => {
+    // The file's own database (test/helpers/file-database.ts): no other file's sweep or
+    // reconciler moves the digests compared below.
     harness = await startHarness('postgres', {
-      databaseUrl: await ownDatabase(),
       env: {
         OPSPAD_RATE_LIMIT: '1000000/1s',
         ...Object.fromEntries(Object.entries(LIMITS).map(([k, v]) => [k, String(v)])),
@@ -108,21 +86,15 @@ describe('fuzzing the edges: numbers, compression, UTF-8, size limits (postgres)
   afterAll(async () => {
     client?.close();
     await harness?.close();
-    if (databaseName) {
-      const admin = new pg.Client({ connectionString: fileDatabaseUrl() });
-      await admin.connect();
-      await admin.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
-      await admin.end();
-    }
     const summary = Object.fromEntries([...statuses.entries()].sort(([a], [b]) => a - b));
     console.log(`fuzz-limits: statuses ${JSON.stringify(summary)}`);
   });
 
   /** Sends `request` as the tenant; checks the answer's shape and that a refusal wrote nothing. */
   async function exercise(request: Request): Promise<RawResponse> {
-    // The sweep of another file's service reorganizes any pad changed since its last
-    // reorganization, whatever its organization: leave it nothing to take from this tenant, so
-    // the digest below changes only through the call under test.
+    // A reorganization sweep takes any pad changed since its last reorganization, whatever its
+    // organization: leave it nothing to take from this tenant, so the digest below changes only
+    // through the call under test.
     await harness.db.query('UPDATE scratchpad SET reorganized_version = version WHERE organization_id = $1', [
       tenant.organizationId,
     ]);

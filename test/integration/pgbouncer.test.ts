@@ -9,7 +9,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadConfig, type QueueBackendKind } from '../../src/config/env.ts';
 import { createLogger } from '../../src/logger.ts';
 import { createOpspad, type Opspad } from '../../src/main.ts';
@@ -35,7 +35,8 @@ const cleanups: (() => Promise<void>)[] = [];
 
 /** A new empty database beside the run's (no migrations: opspad applies them). */
 async function freshDatabase(): Promise<{ name: string; directUrl: string }> {
-  const name = `opspad_pgb_${randomBytes(4).toString('hex')}`;
+  // Named after the run's database, so the run's teardown drops it if this file cannot.
+  const name = `${inject('templateDatabase')}_pgb_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: fileDatabaseUrl() });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);

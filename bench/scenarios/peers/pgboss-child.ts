@@ -21,6 +21,7 @@ const boss = new PgBoss({ connectionString, schema, supervise: false, schedule: 
 boss.on('error', (error: Error) => process.stderr.write(`pg-boss worker: ${error.message}\n`));
 await boss.start();
 const pool = new pg.Pool({ connectionString, max: 6, application_name: 'bench-pgboss' });
+pool.on('error', () => {}); // an idle client's lost connection must not end the worker
 
 interface WorkArgs {
   queue: string;
