@@ -109,6 +109,42 @@ async function scenario(options: { redisUrl?: string; queue?: QueueBackendKind }
   };
 }
 
+/**
+ * SIGSTOPs `worker` while it holds a leased batch of `operationId`, and returns the items it
+ * holds. Between two batches a worker holds nothing, so it is woken and stopped again until it
+ * does (50 tries at most). A statement it sent before it stopped still runs, and commits, in
+ * Postgres (one call records a batch and leases the next): what it holds is read once none is
+ * left, or a batch its own record was finishing would be counted as held (CI saw one).
+ */
+async function freezeHoldingBatch(s: Scenario, worker: Spawned, operationId: string): Promise<{ item_id: string }[]> {
+  const heldNow = () =>
+    s.harness.db.query<{ item_id: string }>(
+      `SELECT item_id FROM (${ITEM_STATES}) i WHERE operation_id = $1 AND status = 'leased'`,
+      [operationId],
+    );
+  const stepsInFlight = async () => {
+    const rows = await s.harness.db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+       WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
+         AND query ~ 'opspad_(record|lease)'`,
+    );
+    return rows[0]?.n ?? 0;
+  };
+  let held: { item_id: string }[] = [];
+  for (let attempt = 0; attempt < 50 && held.length === 0; attempt++) {
+    worker.process.kill('SIGSTOP');
+    await eventually(async () => ((await stepsInFlight()) === 0 ? true : undefined), {
+      what: "the stopped worker's statements to end",
+    });
+    held = await heldNow();
+    if (held.length === 0) {
+      worker.process.kill('SIGCONT');
+      await eventually(async () => ((await heldNow()).length > 0 ? true : undefined), { what: 'a leased batch' });
+    }
+  }
+  return held;
+}
+
 async function createCounting(s: Scenario, items: number, queryParams: Record<string, unknown> = {}) {
   const created = await s.tenant.op(randomUUID(), {
     action: 'create',
@@ -340,7 +376,9 @@ describe('fault injection', () => {
         timeoutMs: RUN_TIMEOUT_MS,
         what: 'the first batches',
       });
-      frozen.process.kill('SIGSTOP');
+      // Frozen mid-batch: between two batches (on the Postgres queue, most of the time) it holds
+      // nothing, and no batch would be delivered twice.
+      expect(await freezeHoldingBatch(s, frozen, operationId)).not.toEqual([]);
       // Another worker: BullMQ sees the frozen one's jobs stall and delivers them again (same job
       // ids, so the same lease owners: they get the very batches the frozen worker holds).
       await s.startWorkers(1, { OPSPAD_JOB_LOCK_TTL: '1s', OPSPAD_LEASE_TTL: '60s' });
@@ -401,35 +439,7 @@ describe('fault injection', () => {
         timeoutMs: RUN_TIMEOUT_MS,
         what: 'the first batches',
       });
-      // Freeze it while it holds a batch: between two batches it holds nothing, so try again then.
-      const heldNow = () =>
-        s.harness.db.query<{ item_id: string }>(
-          `SELECT item_id FROM (${ITEM_STATES}) i WHERE operation_id = $1 AND status = 'leased'`,
-          [operationId],
-        );
-      // A statement the worker sent before it stopped still runs, and commits, in Postgres (one
-      // call records a batch and leases the next): what the worker holds is read once none is left,
-      // or a batch its own record was finishing would be counted as taken over (CI saw one).
-      const stepsInFlight = async () => {
-        const rows = await s.harness.db.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_stat_activity
-         WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
-           AND query ~ 'opspad_(record|lease)'`,
-        );
-        return rows[0]?.n ?? 0;
-      };
-      let held: { item_id: string }[] = [];
-      for (let attempt = 0; attempt < 50 && held.length === 0; attempt++) {
-        late.process.kill('SIGSTOP');
-        await eventually(async () => ((await stepsInFlight()) === 0 ? true : undefined), {
-          what: "the stopped worker's statements to end",
-        });
-        held = await heldNow();
-        if (held.length === 0) {
-          late.process.kill('SIGCONT');
-          await eventually(async () => ((await heldNow()).length > 0 ? true : undefined), { what: 'a leased batch' });
-        }
-      }
+      const held = await freezeHoldingBatch(s, late, operationId);
       await s.startWorkers(1, settings);
       const taker = s.workers[1] as Spawned;
       await waitForEnd(s, operationId);
