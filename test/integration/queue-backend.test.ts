@@ -95,16 +95,15 @@ describe('the Postgres queue backend', () => {
       prefix: harnessPrefix(),
       poolSize: 2,
     };
-    // The pool's own setting, as the server sees it.
-    const pool = new pg.Pool(queuePoolConfig(target));
-    try {
-      const shown = await pool.query<{ t: string }>('SELECT current_setting($1) AS t', [
-        'idle_in_transaction_session_timeout',
-      ]);
-      expect(shown.rows[0]?.t).toBe('15s');
-    } finally {
-      await pool.end();
-    }
+    // The backend's own pool (the one its queues and workers are given), as the server sees it.
+    const own = await backend(target.prefix, target.poolSize);
+    const probe = own.createQueue('idle-probe');
+    const pool = probe.opts.connection as unknown as pg.Pool;
+    const shown = await pool.query<{ t: string }>('SELECT current_setting($1) AS t', [
+      'idle_in_transaction_session_timeout',
+    ]);
+    await probe.close();
+    expect(shown.rows[0]?.t).toBe('15s');
     // What it does, with a short timeout: a session stopped inside a transaction holding a
     // queue-wide advisory lock (as the fair share's and the key limits' transactions take one)
     // is ended, and the lock is free. A waiter gives up after 20 s, so a regression fails fast.
