@@ -209,10 +209,21 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     ]);
     expect(paused?.status).toBe('paused');
     await resumeOperation(db, scope, operation.id, { actor: 'test' });
+    // Another organization's call, or one naming another conversation, completes nothing.
+    const foreign = { organizationId: randomUUID(), conversationId: scope.conversationId };
+    expect(await completeIfDone(db, foreign, operation.id, 'worker')).toBe(false);
+    expect(await completeIfDone(db, { ...scope, conversationId: randomUUID() }, operation.id, 'worker')).toBe(false);
     expect(await completeIfDone(db, scope, operation.id, 'worker')).toBe(true);
     const [done] = await db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [
       operation.id,
     ]);
     expect(done?.status).toBe('completed');
+    const events = await db.query<{ kind: string; actor: string; data: unknown }>(
+      `SELECT kind, actor, data FROM operation_event WHERE operation_id = $1 AND kind = 'completed'`,
+      [operation.id],
+    );
+    expect(events).toEqual([{ kind: 'completed', actor: 'worker', data: { forced: false, abandoned: 0 } }]);
+    // Completed already: a second call (another lane, the reconciler) changes nothing.
+    expect(await completeIfDone(db, scope, operation.id, 'reconciler')).toBe(false);
   });
 });

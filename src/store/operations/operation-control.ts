@@ -36,14 +36,16 @@ export interface StatusChange {
 }
 
 /**
- * A complete with every item recorded (the usual one: an assistant's last call; workers finish
- * through completeIfDone) in one statement, committed where it runs: the operation row, exclusive
- * → its update → the `completed` event. It changes nothing when the case is another (items
- * remain, the status is not one the lifecycle table completes, the operation is not the
- * caller's), and returns no row; the transaction of completeOperation then decides that case. It
- * was five round trips (begin, lock, update, event, commit).
+ * A complete with every item recorded, in one statement committed where it runs: the operation
+ * row, exclusive → its update → the `completed` event. `action` is the lifecycle action whose
+ * statuses may complete: `complete` (an assistant's last call) or `complete_if_done` (workers and
+ * the reconciler, active only). It changes nothing when the case is another (items remain, the
+ * status is not one the action completes, the operation is not the caller's), and returns no
+ * row. It was five round trips (begin, lock, update, event, commit); for many small operations
+ * each round trip is a socket write and read in the worker and in Postgres.
  */
-const COMPLETE_RECORDED_SQL = prepared(`WITH locked AS (
+const completeRecordedSql = (action: 'complete' | 'complete_if_done') =>
+  prepared(`WITH locked AS (
     SELECT id, status, total_items, completed_count, failed_count, state_json FROM assistant_operation
     WHERE id = $1 AND organization_id = $2 AND conversation_id = $3
     FOR UPDATE),
@@ -52,7 +54,7 @@ const COMPLETE_RECORDED_SQL = prepared(`WITH locked AS (
     SET status = ${sqlLiteral('completed' satisfies OperationStatus)}, updated_at = now(),
         state_json = o.state_json - '{paused_reason,paused_by}'::text[]
     FROM locked l
-    WHERE o.id = l.id AND l.status IN (${sqlList(statusesAllowing('complete'))})
+    WHERE o.id = l.id AND l.status IN (${sqlList(statusesAllowing(action))})
       AND l.total_items - l.completed_count - l.failed_count
           - coalesce((l.state_json->>'abandoned_count')::int, 0) = 0
     RETURNING ${OPERATION_COLUMNS.split(',')
@@ -62,6 +64,9 @@ const COMPLETE_RECORDED_SQL = prepared(`WITH locked AS (
     INSERT INTO operation_event (operation_id, organization_id, kind, actor, data)
     SELECT id, $2, 'completed', $4, '{"forced": false, "abandoned": 0}'::jsonb FROM done)
   SELECT * FROM done`);
+
+const COMPLETE_RECORDED_SQL = completeRecordedSql('complete');
+const COMPLETE_IF_DONE_SQL = completeRecordedSql('complete_if_done');
 
 /** The `complete` action. Refuses while items remain unless `force` (they become abandoned). */
 export async function completeOperation(
@@ -125,6 +130,7 @@ async function markCompleted(
  * What workers and the reconciler do when they see nothing left: complete the operation if it
  * is still active with every item recorded. A pause that landed first wins (the operation stays
  * paused, and completes once resumed), so a 200 to `pause` is never followed by `completed`.
+ * One statement (COMPLETE_IF_DONE_SQL); false as well for an operation that is not the caller's.
  */
 export async function completeIfDone(
   db: Database,
@@ -132,14 +138,8 @@ export async function completeIfDone(
   operationId: string,
   actor: string,
 ): Promise<boolean> {
-  return db.transaction(async (tx) => {
-    const op = await lockOperation(tx, scope, operationId);
-    if (transition('complete_if_done', op.status).kind !== 'change' || remainingOf(op) > 0) {
-      return false;
-    }
-    await markCompleted(tx, scope, op, 0, actor);
-    return true;
-  });
+  const rows = await db.query(COMPLETE_IF_DONE_SQL, [operationId, scope.organizationId, scope.conversationId, actor]);
+  return rows.length > 0;
 }
 
 /** The `cancel` action: every item not yet recorded, pending or leased, becomes abandoned. */
