@@ -7,6 +7,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, inject } from 'vitest';
+import { LIST_FUNCTIONS_SQL, sqlFunctionFiles } from '../../src/store/db/sql-functions.ts';
 import {
   createPgliteDatabase,
   createPostgresDatabase,
@@ -54,19 +55,46 @@ export async function openEmptyDatabase(engine: Engine): Promise<{ db: OpspadDat
 
 /**
  * Runs `seed` (today's store functions, writing the rows an earlier opspad would have) on a
- * database migrated only up to an earlier migration. Today's create also counts the items in
- * the storage quota, whose table a later migration makes: the seed is lent a bare copy of it,
- * dropped again before the caller upgrades, so the upgrade meets the schema the earlier opspad
- * left (and fills the quota from the operations it finds).
+ * database migrated only up to an earlier migration. Today's create counts the items in the
+ * storage quota, whose table a later migration makes, asks the approval rule, whose column a later
+ * migration makes, and is a call of server-side functions (src/store/operations/sql/) an earlier
+ * opspad did not have: the seed is lent a bare copy of the table, the column and the functions
+ * the database lacks, all taken away again before the caller upgrades, so the upgrade meets the
+ * schema the earlier opspad left (and fills the quota from the operations it finds).
  */
 export async function seedBeforeUpgrade<T>(db: OpspadDatabase, seed: () => Promise<T>): Promise<T> {
-  await db.query(
-    `CREATE TABLE organization_quota (organization_id uuid PRIMARY KEY, stored_items bigint NOT NULL DEFAULT 0,
-       max_stored_items bigint, max_open_operations integer)`,
+  const have = new Set((await db.query<{ name: string }>(LIST_FUNCTIONS_SQL)).map((row) => row.name));
+  const lent = sqlFunctionFiles().filter((file) => !have.has(file.name));
+  const [approvals] = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM information_schema.columns
+     WHERE table_name = 'organization' AND column_name = 'approve_above'`,
   );
+  const lendApprovals = approvals?.n === 0;
+  await db.transaction(async (tx) => {
+    await tx.query(
+      `CREATE TABLE organization_quota (organization_id uuid PRIMARY KEY, stored_items bigint NOT NULL DEFAULT 0,
+         max_stored_items bigint, max_open_operations integer)`,
+    );
+    if (lendApprovals) {
+      await tx.query('ALTER TABLE organization ADD COLUMN approve_above integer');
+    }
+    // Bodies unchecked: a lent function may name what this earlier schema lacks and the seed never runs.
+    await tx.query('SET LOCAL check_function_bodies = off');
+    for (const file of lent) {
+      await tx.query(file.text);
+    }
+  });
   try {
     return await seed();
   } finally {
-    await db.query('DROP TABLE organization_quota');
+    await db.transaction(async (tx) => {
+      for (const { name } of lent) {
+        await tx.query(`DROP FUNCTION ${name}`);
+      }
+      if (lendApprovals) {
+        await tx.query('ALTER TABLE organization DROP COLUMN approve_above');
+      }
+      await tx.query('DROP TABLE organization_quota');
+    });
   }
 }

@@ -31,21 +31,28 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are thirteen, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are twenty, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
+      'opspad_assert_background_capacity',
+      'opspad_count_open_operations',
+      'opspad_create_operation',
       'opspad_cursor_forward',
       'opspad_delete_operation_items',
       'opspad_lease_from_cursor',
       'opspad_lease_items',
       'opspad_lease_step',
       'opspad_lease_usual',
+      'opspad_lock_conversation',
+      'opspad_needs_approval',
+      'opspad_pause_active',
       'opspad_pending_items',
       'opspad_record_lease_step',
       'opspad_record_lease_steps',
       'opspad_record_owned',
       'opspad_record_step',
       'opspad_record_usual',
+      'opspad_reserve_quota',
       'opspad_write_lease',
     ]);
     for (const file of files) {

@@ -121,7 +121,7 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     expect(left).toEqual([]);
   });
 
-  it("creates an assistant's operation in one transaction, pausing the active one, and a large one by COPY", async () => {
+  it("creates an assistant's operation in one statement, pausing the active one, and a large one by COPY", async () => {
     const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
     const scope = { organizationId: organization_id, conversationId: randomUUID() };
     const params = (itemIds: string[]) => ({
@@ -134,11 +134,11 @@ describe.each(ENGINES)('the store on %s', (engine) => {
       actor: 'test',
     });
     const { db: counted, statements } = counting(db);
-    // BEGIN, the conversation's lock, the quota, the create, COMMIT.
+    // One call: the conversation's lock, the quota, the pause and the rows (opspad_create_operation).
     const first = await createOperation(counted, scope, params(ids(30)));
-    expect(statements()).toBe(5);
+    expect(statements()).toBe(1);
     const second = await createOperation(counted, scope, params(ids(30)));
-    expect(statements()).toBe(10);
+    expect(statements()).toBe(2);
     expect(second.pausedOperationId).toBe(first.operation.id);
 
     const large = await createOperation(db, scope, params(ids(1_500)));

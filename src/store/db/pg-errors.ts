@@ -12,6 +12,10 @@ export const DEADLOCK_DETECTED = '40P01';
 export const SERIALIZATION_FAILURE = '40001';
 /** Raised by the record step functions when an id of the report was not recordable. */
 export const NOT_ALL_RECORDABLE = 'OPS01';
+/** Raised by opspad_reserve_quota: the organization's quota refuses the new operation (DETAIL: figures). */
+export const QUOTA_REFUSED = 'OPS02';
+/** Raised by opspad_assert_background_capacity: the background limit refuses it (DETAIL: figures). */
+export const BACKGROUND_LIMIT_REFUSED = 'OPS03';
 
 /** The unique indexes whose refusals mean something to the caller. */
 export const UNIQUE_INDEX = {

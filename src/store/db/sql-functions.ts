@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** The store folders that hold functions. */
-const FUNCTION_FOLDERS = ['operations', 'leases'] as const;
+const FUNCTION_FOLDERS = ['operations', 'leases', 'tenants'] as const;
 
 export interface SqlFunctionFile {
   /** The function's name, the file's name without `.sql`. */

@@ -15,6 +15,7 @@
  * - operation-row.ts: finding, locking (shared or exclusive) and writing the operation row
  * - operation-admission.ts: pausing the active operation, the organization's background limit
  * - operation-quota.ts: the organization's quota of stored items and open operations
+ * - admission-refusals.ts: the answers to the quota's and the limit's refusals
  * - operation-create.ts: `create` (items through item-insert.ts, or streamed: item-copy.ts)
  * - operation-retry.ts: `retry_failed`
  * - operation-control.ts: pause, resume, complete, cancel (the lifecycle in domain/operation-lifecycle.ts)
@@ -27,7 +28,8 @@
  * - operation-maintenance.ts: the reconciler's and the sweeper's cross-organization work
  * - event-repo.ts: the audit trail
  * - bulk-actions.ts: an operator's action on every operation a filter matches, and its progress
- * - sql/: the trigger function that deletes a deleted operation's items
+ * - sql/: the create and its admission (quota, pause, background limit, approval rule) as
+ *   server-side functions, and the trigger function that deletes a deleted operation's items
  */
 export * from './bulk-actions.ts';
 export * from './context-reads.ts';

@@ -10,15 +10,14 @@
  * order of magnitude, OPSPAD_MAX_ACTIVE_BACKGROUND).
  */
 import { AppError } from '../../domain/errors.ts';
-import { NEWER_OPERATION } from '../../domain/paused-by.ts';
 import type { Queryable } from '../db/db.ts';
-import { XACT_LOCK_CLASS } from '../db/lock-keys.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
-import { appendEvent } from './event-repo.ts';
+import { rethrowAdmissionRefusal } from './admission-refusals.ts';
 
 /**
- * Refuses a new active background operation when the organization already has `limit` of them.
- * An advisory lock per organization serializes the check, so concurrent creates cannot both pass.
+ * Refuses a new active background operation when the organization already has `limit` of them
+ * (sql/opspad_assert_background_capacity.sql: an advisory lock per organization serializes the
+ * check, so concurrent creates cannot both pass).
  */
 export async function assertBackgroundCapacity(
   tx: Queryable,
@@ -28,32 +27,12 @@ export async function assertBackgroundCapacity(
   if (limit === undefined) {
     return;
   }
-  await tx.query('SELECT pg_advisory_xact_lock($1::int, hashtext($2::text))', [
-    XACT_LOCK_CLASS.backgroundAdmission,
-    organizationId,
-  ]);
-  const rows = await tx.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM assistant_operation
-     WHERE organization_id = $1 AND status = 'active' AND state_json->>'execution' = 'background'`,
-    [organizationId],
-  );
-  const active = rows[0]?.n ?? 0;
-  if (active >= limit) {
-    throw new AppError(
-      'too_many_active_operations',
-      `This organization already has ${active} active background operations, the most allowed (OPSPAD_MAX_ACTIVE_BACKGROUND = ${limit}). Wait for one to finish, or pause or cancel one.`,
-      { active, limit },
-    );
-  }
+  await tx
+    .query('SELECT opspad_assert_background_capacity($1, $2)', [organizationId, limit])
+    .catch(rethrowAdmissionRefusal);
 }
 
-/** The SET of an operation paused because a newer one became active; `reason`: a text parameter. */
-export function pausedByNewerSet(reason: string): string {
-  return `status = 'paused', updated_at = now(),
-    state_json = state_json || jsonb_build_object('paused_reason', ${reason}::text, 'paused_by', '${NEWER_OPERATION}')`;
-}
-
-/** Pauses the conversation's active operation, if any, other than `exceptId`. */
+/** Pauses the conversation's active operation, if any, other than `exceptId` (sql/opspad_pause_active.sql). */
 export async function pauseActive(
   tx: Queryable,
   scope: ConversationScope,
@@ -61,24 +40,14 @@ export async function pauseActive(
   reason: string,
   exceptId?: string,
 ): Promise<string | null> {
-  const rows = await tx.query<{ id: string }>(
-    `UPDATE assistant_operation SET ${pausedByNewerSet('$4')}
-     WHERE organization_id = $1 AND conversation_id = $2 AND status = 'active'
-       AND id IS DISTINCT FROM $3::uuid
-     RETURNING id`,
-    [scope.organizationId, scope.conversationId, exceptId ?? null, reason],
-  );
-  const paused = rows[0]?.id ?? null;
-  if (paused) {
-    await appendEvent(tx, {
-      operationId: paused,
-      organizationId: scope.organizationId,
-      kind: 'paused',
-      actor,
-      data: { reason },
-    });
-  }
-  return paused;
+  const rows = await tx.query<{ id: string | null }>('SELECT opspad_pause_active($1, $2, $3, $4, $5) AS id', [
+    scope.organizationId,
+    scope.conversationId,
+    exceptId ?? null,
+    reason,
+    actor,
+  ]);
+  return rows[0]?.id ?? null;
 }
 
 /**

@@ -21,23 +21,14 @@ import type { FinishResult, StatusChange } from './operation-control.ts';
 import { lockOperation, OPERATION_COLUMNS, operationFinished, setStatus } from './operation-row.ts';
 
 /**
- * The approval rule, as SQL: whether a background operation of `totalItems` items of
- * `organizationId` (SQL expressions) must wait for a person's approval. A create decides its
- * status with it (operation-create.ts); holdForApproval applies it to a row already written.
- */
-export function needsApprovalSql(organizationId: string, totalItems: string): string {
-  return `EXISTS (SELECT 1 FROM organization g WHERE g.id = ${organizationId}
-    AND g.approve_above IS NOT NULL AND ${totalItems} > g.approve_above)`;
-}
-
-/**
  * Holds a just-created background operation for approval when its organization's policy asks
- * for it: the operation as it now is, or null when it may run.
+ * for it (the rule: sql/opspad_needs_approval.sql, which a create applies in its own call): the
+ * operation as it now is, or null when it may run.
  */
 export async function holdForApproval(tx: Queryable, operationId: string): Promise<OperationRecord | null> {
   const rows = await tx.query<OperationRecord>(
     `UPDATE assistant_operation o SET status = 'awaiting_approval'
-     WHERE o.id = $1 AND o.status = 'active' AND ${needsApprovalSql('o.organization_id', 'o.total_items')}
+     WHERE o.id = $1 AND o.status = 'active' AND opspad_needs_approval(o.organization_id, o.total_items)
      RETURNING ${OPERATION_COLUMNS.split(',')
        .map((column) => `o.${column.trim()}`)
        .join(', ')}`,

@@ -1,26 +1,28 @@
 /**
  * The `create` action: a new operation row, its items and its `created` event, written together
- * with the pause of the conversation's active operation (one statement, or one transaction).
+ * with the pause of the conversation's active operation, in one call of
+ * sql/opspad_create_operation.sql (with the items up to INLINE_ITEMS), or in one transaction with
+ * the COPY of more ids.
  *
  * Lock order: the conversation (so two creates in one conversation take turns) → the
- * organization's quota row (operation-quota.ts) → the active operation's row (pauseActive) → the
+ * organization's quota row (operation-quota.ts) → the active operation's row (the pause) → the
  * organization's capacity lock (background only) → the new rows, which nobody else can see
  * before commit.
- * Cost: O(items). A create is a transaction (begin, the conversation's lock, the quota, the
- * background limit, CREATE_SQL, the COPY of the ids beyond INLINE_ITEMS, commit), and a create of
- * many ids refreshes the item table's statistics before it answers. It was one statement for an
- * assistant's small create; the quota must be checked, and refused, before anything is written.
+ * Cost: O(items). An assistant's create of up to INLINE_ITEMS ids is one round trip; it was
+ * up to nine (begin, seven statements, commit). A create of more ids is a transaction (begin,
+ * the call, the COPY, commit), and a create of many ids refreshes the item table's statistics
+ * before it answers.
  */
 import type { ExecutionMode, OperationRecord, OperationState } from '../../domain/operation.ts';
 import { OPERATION_DEFAULTS } from '../../domain/operation-input.ts';
 import type { Database, Queryable } from '../db/db.ts';
+import { isRetryableConflict } from '../db/pg-errors.ts';
 import { prepared } from '../db/prepared.ts';
-import { type ConversationScope, ensureConversation } from '../tenants/conversation-repo.ts';
+import type { ConversationScope } from '../tenants/conversation-repo.ts';
+import { rethrowAdmissionRefusal } from './admission-refusals.ts';
 import { insertItems } from './item-insert.ts';
-import { assertBackgroundCapacity, pauseActive, pausedByNewerSet } from './operation-admission.ts';
-import { needsApprovalSql } from './operation-approval.ts';
 import { timeOrderedUuid } from './operation-id.ts';
-import { type QuotaDefaults, reserveQuota } from './operation-quota.ts';
+import type { QuotaDefaults } from './operation-quota.ts';
 import { OPERATION_COLUMNS } from './operation-row.ts';
 
 /** A create of at least this many items refreshes the item table's statistics (see createOperation). */
@@ -34,47 +36,9 @@ const INLINE_ITEMS = 1_000;
 
 const CREATE_PAUSE_REASON = 'a new operation was created';
 
-/**
- * A create in one statement: the conversation's lock (ensureConversation's, taken first: the
- * pause reads its count), the pause of the conversation's active operation ($8: unless the
- * caller paused it already) and its `paused` event, the new operation's row with `status` (an
- * SQL expression), its `created` event and its items ($7, may be null). The pause cannot see the
- * new row (one snapshot); the insert reads the pause's rows so that it runs after it (the index
- * of one active operation per conversation must find the old row paused). In a transaction that
- * took the lock already, taking it again costs nothing.
- */
-const createSql = (status: string) =>
-  prepared(`WITH conversation AS (
-    INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
-    ON CONFLICT (organization_id, id) DO UPDATE SET id = excluded.id WHERE false
-    RETURNING id),
-  paused AS (
-    UPDATE assistant_operation SET ${pausedByNewerSet('$9')}
-    WHERE $8::boolean AND organization_id = $2 AND conversation_id = $1 AND status = 'active'
-      AND (SELECT count(*) FROM conversation) >= 0
-    RETURNING id),
-  paused_event AS (
-    INSERT INTO operation_event (operation_id, organization_id, kind, actor, data)
-    SELECT id, $2, 'paused', $10, jsonb_build_object('reason', $9::text) FROM paused),
-  created AS (
-    INSERT INTO assistant_operation
-      (id, conversation_id, organization_id, operation_type, status, total_items, state_json)
-    SELECT $6::uuid, $1, $2, $3, ${status}, $4, $5::jsonb
-    FROM (SELECT count(*) FROM paused) AS after_pause
-    RETURNING ${OPERATION_COLUMNS}),
-  created_event AS (
-    INSERT INTO operation_event (operation_id, organization_id, kind, actor, data)
-    SELECT id, $2, 'created', $10, $11::jsonb FROM created),
-  items AS (
-    INSERT INTO assistant_operation_item (operation_id, ordinal, item_id)
-    SELECT c.id, (u.o - 1)::int, u.v FROM created c, unnest($7::text[]) WITH ORDINALITY AS u(v, o))
-  SELECT created.*, (SELECT id FROM paused LIMIT 1) AS paused_operation_id FROM created`);
-
-/** An assistant's operation starts active. */
-const CREATE_SQL = createSql(`'active'`);
-/** A background one waits for approval when its organization's policy holds it (operation-approval.ts). */
-const CREATE_BACKGROUND_SQL = createSql(
-  `CASE WHEN ${needsApprovalSql('$2', '$4::int')} THEN 'awaiting_approval' ELSE 'active' END`,
+/** A create in one call (sql/opspad_create_operation.sql). */
+const CREATE_SQL = prepared(
+  'SELECT * FROM opspad_create_operation($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)',
 );
 
 export interface CreateOperationParams {
@@ -143,18 +107,31 @@ export async function createOperation(
   params: CreateOperationParams,
   extraState: Partial<OperationState> = {},
 ): Promise<CreatedOperation> {
-  const inline = params.itemIds.length <= INLINE_ITEMS;
-  const created = await db.transaction(async (tx) => {
-    const result = await insertCreatedOperation(
-      tx,
-      scope,
-      params,
-      { count: params.itemIds.length, ...(inline ? { ids: params.itemIds } : {}) },
-      extraState,
-    );
-    if (!inline) {
-      await insertItems(tx, result.operation.id, params.itemIds);
+  if (params.itemIds.length <= INLINE_ITEMS) {
+    // One statement, committed on its own: a deadlock broken by Postgres is simply run again,
+    // as db.transaction runs a transaction again.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await insertCreatedOperation(
+          db,
+          scope,
+          params,
+          {
+            count: params.itemIds.length,
+            ids: params.itemIds,
+          },
+          extraState,
+        );
+      } catch (error) {
+        if (attempt >= 3 || !isRetryableConflict(error)) {
+          throw error;
+        }
+      }
     }
+  }
+  const created = await db.transaction(async (tx) => {
+    const result = await insertCreatedOperation(tx, scope, params, { count: params.itemIds.length }, extraState);
+    await insertItems(tx, result.operation.id, params.itemIds);
     return result;
   });
   await analyzeAfterLargeCreate(db, params.itemIds.length);
@@ -168,39 +145,40 @@ function createdFrom(rows: CreatedRow[]): CreatedOperation {
   return { operation, pausedOperationId: paused_operation_id };
 }
 
-/** The parameters of CREATE_SQL and CREATE_BACKGROUND_SQL. */
+/** The parameters of CREATE_SQL. */
 function createValues(
   scope: ConversationScope,
   params: Omit<CreateOperationParams, 'itemIds'>,
   items: { count: number; operationId?: string; ids?: readonly string[] },
   extraState: Partial<OperationState>,
-  pause: boolean,
 ): unknown[] {
   const state: OperationState = { ...initialState(params), ...extraState };
+  const background = params.execution === 'background';
   return [
     scope.conversationId,
     scope.organizationId,
+    items.operationId ?? timeOrderedUuid(),
     params.operationType,
     items.count,
     JSON.stringify(state),
-    items.operationId ?? timeOrderedUuid(),
     items.ids ?? null,
-    pause,
+    background,
     CREATE_PAUSE_REASON,
     params.actor,
     JSON.stringify({ total_items: items.count, batch_size: params.batchSize, execution: params.execution }),
+    params.quota?.maxStoredItems ?? null,
+    params.quota?.maxOpenOperations ?? null,
+    background ? (params.maxActiveBackground ?? null) : null,
   ];
 }
 
 /**
- * The statements of a create but the items': the conversation's lock, the organization's quota,
- * the pause of its active operation, the background limit, the operation row (with
- * `items.operationId` when the caller wrote the items first, see item-copy.ts; held for approval
- * when its organization's policy says so), its `created` event and, given `items.ids`, its items.
- * In the caller's transaction, which it first makes hold the conversation's lock, so the
- * statements after it see every create of the conversation committed before: four statements
- * for an assistant's operation (the lock, the quota's two, the create), seven for a background
- * one (the pause, then the limit, counted under a lock of its own before the insert).
+ * A create but the items written by COPY, in one call (sql/opspad_create_operation.sql): the
+ * conversation's lock, the organization's quota, the pause of its active operation, the
+ * background limit, the operation row (with `items.operationId` when the caller wrote the items
+ * first, see item-copy.ts; held for approval when its organization's policy says so), its
+ * `created` event and, given `items.ids`, its items. A refusal throws its answer
+ * (admission-refusals.ts) and the call has written nothing.
  */
 export async function insertCreatedOperation(
   tx: Queryable,
@@ -209,21 +187,10 @@ export async function insertCreatedOperation(
   items: { count: number; operationId?: string; ids?: readonly string[] },
   extraState: Partial<OperationState> = {},
 ): Promise<CreatedOperation> {
-  await ensureConversation(tx, scope, { lock: true });
-  await reserveQuota(tx, scope.organizationId, items.count, params.quota);
-  const background = params.execution === 'background';
-  let pausedOperationId: string | null = null;
-  if (background) {
-    pausedOperationId = await pauseActive(tx, scope, params.actor, CREATE_PAUSE_REASON);
-    await assertBackgroundCapacity(tx, scope.organizationId, params.maxActiveBackground);
-  }
-  const created = createdFrom(
-    await tx.query<CreatedRow>(
-      background ? CREATE_BACKGROUND_SQL : CREATE_SQL,
-      createValues(scope, params, items, extraState, !background),
-    ),
-  );
-  return { operation: created.operation, pausedOperationId: pausedOperationId ?? created.pausedOperationId };
+  const rows = await tx
+    .query<CreatedRow>(CREATE_SQL, createValues(scope, params, items, extraState))
+    .catch(rethrowAdmissionRefusal);
+  return createdFrom(rows);
 }
 
 /**

@@ -12,12 +12,11 @@
  * Cost: one upsert of one row, and a count that reads at most the limit's entries of the partial
  * index idx_assistant_operation_org_open; never a count of items.
  */
-import { AppError } from '../../domain/errors.ts';
 import type { KeyLimitChange } from '../../domain/limit-overrides.ts';
 import type { Database, Queryable } from '../db/db.ts';
 import { listKeyLimits, type OrganizationKeyLimit, setKeyLimit } from '../tenants/key-limits.ts';
 import { organizationByName } from '../tenants/organization-repo.ts';
-import { OPEN_STATUSES_SQL } from './status-sql.ts';
+import { rethrowAdmissionRefusal } from './admission-refusals.ts';
 
 /** The deployment's quotas (OPSPAD_MAX_STORED_ITEMS, OPSPAD_MAX_OPEN_OPERATIONS). */
 export interface QuotaDefaults {
@@ -51,36 +50,11 @@ export interface OrganizationQuota extends QuotaOverrides {
   key_limits: OrganizationKeyLimit[];
 }
 
-const VARIABLES = { stored_items: 'OPSPAD_MAX_STORED_ITEMS', open_operations: 'OPSPAD_MAX_OPEN_OPERATIONS' } as const;
-
-function quotaExceeded(
-  quota: keyof typeof VARIABLES,
-  used: number,
-  requested: number,
-  limit: number,
-  overridden: boolean,
-): AppError {
-  const setting = VARIABLES[quota];
-  const source = overridden ? `set for this organization with opspad orgs limits; the default is ${setting}` : setting;
-  const what =
-    quota === 'stored_items'
-      ? `stores ${used} items, and ${requested} more would pass its quota of ${limit} (${source})`
-      : `has ${used} open operations (active, paused or awaiting approval), the most its quota allows (${limit}, ${source})`;
-  const remedy =
-    quota === 'stored_items'
-      ? 'Complete or cancel operations: retention (OPSPAD_RETENTION) then deletes their items and frees the quota'
-      : 'Complete or cancel an open operation first';
-  return new AppError(
-    'quota_exceeded',
-    `This organization ${what}; nothing was created. ${remedy}, or ask the operator for a larger quota.`,
-    { quota, used, requested, limit, setting, overridden },
-  );
-}
-
 /**
  * Reserves `items` stored items and one open operation for a new operation of the organization,
- * or refuses (quota_exceeded) without writing anything the caller's transaction keeps. Without
- * `defaults` (a caller of the store itself) the items are counted and nothing is checked.
+ * or refuses (quota_exceeded) without writing anything the caller's transaction keeps
+ * (sql/opspad_reserve_quota.sql). Without `defaults` (a caller of the store itself) the items
+ * are counted and nothing is checked.
  */
 export async function reserveQuota(
   tx: Queryable,
@@ -88,42 +62,22 @@ export async function reserveQuota(
   items: number,
   defaults: QuotaDefaults | undefined,
 ): Promise<void> {
-  const rows = await tx.query<{
-    stored_items: number;
-    max_stored_items: number | null;
-    max_open_operations: number | null;
-  }>(
-    `INSERT INTO organization_quota (organization_id, stored_items) VALUES ($1, $2)
-     ON CONFLICT (organization_id)
-     DO UPDATE SET stored_items = organization_quota.stored_items + excluded.stored_items
-     RETURNING stored_items::float8 AS stored_items, max_stored_items::float8 AS max_stored_items, max_open_operations`,
-    [organizationId, items],
-  );
-  const row = rows[0] as { stored_items: number; max_stored_items: number | null; max_open_operations: number | null };
-  if (defaults === undefined) {
-    return;
-  }
-  const itemLimit = row.max_stored_items ?? defaults.maxStoredItems;
-  if (row.stored_items > itemLimit) {
-    throw quotaExceeded('stored_items', row.stored_items - items, items, itemLimit, row.max_stored_items !== null);
-  }
-  const openLimit = row.max_open_operations ?? defaults.maxOpenOperations;
-  const open = await countOpenOperations(tx, organizationId, openLimit);
-  if (open >= openLimit) {
-    throw quotaExceeded('open_operations', open, 1, openLimit, row.max_open_operations !== null);
-  }
+  await tx
+    .query('SELECT opspad_reserve_quota($1, $2, $3, $4)', [
+      organizationId,
+      items,
+      defaults?.maxStoredItems ?? null,
+      defaults?.maxOpenOperations ?? null,
+    ])
+    .catch(rethrowAdmissionRefusal);
 }
 
-/** The organization's open operations, counted up to `limit` (an index range of at most that many). */
+/** The organization's open operations, counted up to `limit` (sql/opspad_count_open_operations.sql). */
 export async function countOpenOperations(tx: Queryable, organizationId: string, limit: number): Promise<number> {
-  const rows = await tx.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM (
-       SELECT 1 FROM assistant_operation
-       WHERE organization_id = $1 AND status IN (${OPEN_STATUSES_SQL})
-       LIMIT $2
-     ) open`,
-    [organizationId, limit],
-  );
+  const rows = await tx.query<{ n: number }>('SELECT opspad_count_open_operations($1, $2) AS n', [
+    organizationId,
+    limit,
+  ]);
   return rows[0]?.n ?? 0;
 }
 

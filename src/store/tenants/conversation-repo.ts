@@ -17,15 +17,15 @@ export interface ConversationScope {
  * rest of the transaction when `lock` is set. Creates, resumes and retries lock it first, so
  * concurrent ones in one conversation queue up instead of tripping the unique index.
  *
- * Both in one statement: `ON CONFLICT DO UPDATE ... WHERE false` updates nothing but locks the
- * row it conflicts with (FOR UPDATE: the key is among the columns named), a row another
- * transaction has just inserted included, once that one commits. A row this statement inserts
- * is invisible to everyone else until commit, which is as good as the lock.
+ * Both in one statement (tenants/sql/opspad_lock_conversation.sql, which the create's own call
+ * takes first too): `ON CONFLICT DO UPDATE ... WHERE false` updates nothing but locks the row it
+ * conflicts with (FOR UPDATE: the key is among the columns named), a row another transaction
+ * has just inserted included, once that one commits. A row this statement inserts is invisible
+ * to everyone else until commit, which is as good as the lock.
  */
 const ENSURE_SQL = prepared(`INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
      ON CONFLICT (organization_id, id) DO NOTHING`);
-const ENSURE_LOCKED_SQL = prepared(`INSERT INTO assistant_conversation (id, organization_id) VALUES ($1, $2)
-     ON CONFLICT (organization_id, id) DO UPDATE SET id = excluded.id WHERE false`);
+const ENSURE_LOCKED_SQL = prepared('SELECT opspad_lock_conversation($1, $2)');
 
 export async function ensureConversation(
   tx: Queryable,

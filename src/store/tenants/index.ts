@@ -8,7 +8,8 @@
  * organization_key_limit.
  *
  * Lock order: the conversation row comes first in every transaction that takes it (creates,
- * resumes, retries and pad writes queue on it); key and secret writes lock only their own rows.
+ * resumes, retries and pad writes queue on it; the lock is sql/opspad_lock_conversation.sql, so
+ * the create's server-side call takes the same); key and secret writes lock only their own rows.
  */
 export * from './approval-policy.ts';
 export * from './conversation-repo.ts';
