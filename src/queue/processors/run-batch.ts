@@ -305,10 +305,14 @@ async function runStep(
   let counts = lease.counts;
   // A batch handled whole, with the lane free to go on in this job: decide that now, so the
   // record's call can lease the next batch too (one statement and one commit instead of two).
+  // Not when nothing was pending as this batch was leased (the last batch, as an operation of
+  // one batch's first): there is no next batch, and the decision would cost a lock extension and
+  // a slot (two Redis round trips) for nothing. Items given back meanwhile are decided on after.
   // A decision that fails (Redis) leases nothing, and is thrown once the batch is recorded.
   let undecided: { error: unknown } | undefined;
+  const pendingAtLease = lease.counts.remaining_count - lease.counts.in_flight_count;
   const decided =
-    slice.decideNext && outcome.unhandled.length === 0 && ran.stoppedBy === undefined
+    slice.decideNext && outcome.unhandled.length === 0 && ran.stoppedBy === undefined && pendingAtLease > 0
       ? await slice.decideNext().catch((error: unknown) => {
           undecided = { error };
           return undefined;
