@@ -11,7 +11,7 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type OpspadDatabase, recordResults } from '../../src/store/index.ts';
+import { type OpspadDatabase, pauseOperation, recordResults } from '../../src/store/index.ts';
 import { leaseNext } from '../../src/store/leases/item-sql.ts';
 import { leaseStep, recordLeaseStep, recordStep } from '../../src/store/leases/step-calls.ts';
 import { lockOperationForLease } from '../../src/store/operations/operation-row.ts';
@@ -308,5 +308,63 @@ describe('a general record beside a lease or a record of the same items (postgre
     const [told, recorded] = await Promise.all([assistant, worker]);
     expect(told.leaseConflicts).toEqual(batch);
     expect(recorded?.counts).toMatchObject({ completed_count: 5, in_flight_count: 0 });
+  });
+  it("completes the operation with a worker's record of its last items, unless a pause came first", async () => {
+    const status = async (operationId: string) =>
+      (await db.query<{ status: string }>('SELECT status FROM assistant_operation WHERE id = $1', [operationId]))[0]
+        ?.status;
+    const completedEvents = (operationId: string) =>
+      db.query<{ actor: string; data: unknown }>(
+        `SELECT actor, data FROM operation_event WHERE operation_id = $1 AND kind = 'completed'`,
+        [operationId],
+      );
+    const leaseAndRecord = async (
+      scope: { organizationId: string; conversationId: string },
+      operationId: string,
+      completeWhenDone?: boolean,
+    ) => {
+      const leased = await leaseStep(db, scope, { operationId, owner: 'lane', leaseSeconds: 300 });
+      const batch = leased?.batch ?? [];
+      expect(batch.length).toBeGreaterThan(0);
+      return recordStep(db, scope, { operationId, owner: 'lane', ids: batch, reasons: null, completeWhenDone });
+    };
+
+    // A worker's records: the one that leaves nothing to record completes the operation, once.
+    const worker = await newStoreOperation(db, 10, 5);
+    expect((await leaseAndRecord(worker.scope, worker.operationId, true))?.operation.status).toBe('active');
+    const last = await leaseAndRecord(worker.scope, worker.operationId, true);
+    expect(last?.operation.status).toBe('completed');
+    expect(last?.counts).toMatchObject({ completed_count: 10, remaining_count: 0, in_flight_count: 0 });
+    expect(await completedEvents(worker.operationId)).toEqual([
+      { actor: 'worker', data: { forced: false, abandoned: 0 } },
+    ]);
+
+    // Any other record of the last items (an assistant's) leaves the completion to its caller.
+    const other = await newStoreOperation(db, 5, 5);
+    expect((await leaseAndRecord(other.scope, other.operationId))?.operation.status).toBe('active');
+    expect(await completedEvents(other.operationId)).toEqual([]);
+
+    // A pause that committed before the record wins: the items are recorded, the operation stays paused.
+    const paused = await newStoreOperation(db, 5, 5);
+    const leased = await leaseStep(db, paused.scope, {
+      operationId: paused.operationId,
+      owner: 'lane',
+      leaseSeconds: 300,
+    });
+    await pauseOperation(db, paused.scope, paused.operationId, {
+      actor: 'test',
+      reason: 'operator',
+      pausedBy: 'operator:ops',
+    });
+    const recorded = await recordStep(db, paused.scope, {
+      operationId: paused.operationId,
+      owner: 'lane',
+      ids: leased?.batch ?? [],
+      reasons: null,
+      completeWhenDone: true,
+    });
+    expect(recorded?.counts).toMatchObject({ completed_count: 5, remaining_count: 0 });
+    expect(await status(paused.operationId)).toBe('paused');
+    expect(await completedEvents(paused.operationId)).toEqual([]);
   });
 });

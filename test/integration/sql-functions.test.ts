@@ -84,7 +84,7 @@ describe('a freshly migrated Postgres database', () => {
   });
 
   it('gets a function back from its file when it differs or is missing', async () => {
-    await client.query('DROP FUNCTION opspad_record_step(uuid, uuid, uuid, text, text[], text[])');
+    await client.query('DROP FUNCTION opspad_record_step(uuid, uuid, uuid, text, text[], text[], boolean)');
     await client.query(
       `CREATE OR REPLACE FUNCTION opspad_delete_operation_items() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$`,
     );

@@ -61,6 +61,8 @@ export async function recordBatch(
                 epoch: args.step.epoch,
               }
             : undefined,
+          // Without a next batch to lease: a record that leaves nothing completes the operation.
+          completeWhenDone: true,
         }),
     ).finally(() => {
       callSeconds = recordTimer();

@@ -374,6 +374,9 @@ async function runStep(
       handedOver = true;
       return { ...result, next: 'continue', prefetched: next };
     }
+    if (after.status === 'completed' && counts.remaining_count === 0) {
+      return { ...result, next: 'completed_operation' }; // the record's call completed it
+    }
     if (after.status !== 'active' || after.state_json.dispatch_epoch !== step.epoch) {
       return { ...result, next: 'stopped' }; // paused, cancelled, or a newer lane generation runs
     }

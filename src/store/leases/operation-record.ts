@@ -43,6 +43,11 @@ export interface RecordParams {
    * process that record meanwhile (step-groups.ts).
    */
   leaseNext?: NextLeaseParams;
+  /**
+   * A worker's record without `leaseNext`: when it leaves nothing to record, the same call
+   * completes the active operation (its status then says so); the general path never does.
+   */
+  completeWhenDone?: boolean;
 }
 
 export interface RecordResult extends RecordMisses {
@@ -64,6 +69,7 @@ export async function recordResults(
     owner: params.owner,
     ids: [...report.completedIds, ...report.failedIds],
     reasons: report.failedIds.length === 0 ? null : [...report.completedIds.map(() => null), ...report.failedReasons],
+    completeWhenDone: params.completeWhenDone,
   };
   const step =
     report.requested.length > 0 &&

@@ -58,6 +58,13 @@ describe('the step functions’ statuses', () => {
     expect(sqlOf('opspad_record_lease_step')).toContain('opspad_lease_usual(');
   });
 
+  it("complete, with a worker's record, only where the lifecycle lets workers complete", () => {
+    const completing = [...sqlOf('opspad_record_step').matchAll(/o2\.status IN (\([^)]*\))/g)].map((match) =>
+      literals(match[1] as string),
+    );
+    expect(completing).toEqual([statusesAllowing('complete_if_done')]);
+  });
+
   it('lease pending items and record them as completed or failed', () => {
     expect(sorted(itemStatuses(sqlOf('opspad_lease_items')))).toEqual([ITEM_LEASABLE]);
     expect(sorted(itemStatuses(sqlOf('opspad_record_owned')))).toEqual(sorted([ITEM_LEASABLE, ...ITEM_RECORDED]));

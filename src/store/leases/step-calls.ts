@@ -39,7 +39,7 @@ function tryTheGeneralPath(error: unknown): boolean {
 export type StepRow = OperationRecord & { in_flight: number };
 
 const LEASE_STEP_SQL = prepared('SELECT * FROM opspad_lease_step($1, $2, $3, $4, $5, $6, $7)');
-const RECORD_STEP_SQL = prepared('SELECT * FROM opspad_record_step($1, $2, $3, $4, $5, $6)');
+const RECORD_STEP_SQL = prepared('SELECT * FROM opspad_record_step($1, $2, $3, $4, $5, $6, $7)');
 const RECORD_LEASE_STEP_SQL = prepared('SELECT * FROM opspad_record_lease_step($1, $2, $3, $4, $5, $6, $7, $8, $9)');
 
 export interface RecordReportParams {
@@ -48,6 +48,8 @@ export interface RecordReportParams {
   ids: readonly string[];
   /** In `ids`' order, null for a completion; the whole list null when all completed. */
   reasons: readonly (string | null)[] | null;
+  /** A worker's record: one that leaves nothing to record completes the active operation too. */
+  completeWhenDone?: boolean;
 }
 
 export interface NextLeaseParams {
@@ -101,6 +103,7 @@ export async function recordStep(
     params.owner,
     params.ids,
     params.reasons,
+    params.completeWhenDone === true,
   ]);
   const row = rows?.[0];
   if (!row) {

@@ -3,11 +3,14 @@
 -- case (opspad_record_usual) and for the caller's own leased items; raises SQLSTATE OPS01 when a report's ids were not all
 -- recordable (rolling back what it wrote; the general path then decides id by id) and returns no
 -- row when the case is not the usual one. p_reasons null: every id completed; otherwise one entry
--- per id, null for a completion, the reason for a failure.
+-- per id, null for a completion, the reason for a failure. p_complete (a worker's record): when
+-- the record leaves no item to record and the operation is active, it completes it too, with its
+-- `completed` event, as the worker's complete-if-done would next (the statuses a test holds to
+-- the lifecycle's complete_if_done).
 -- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and the owner's lease
 -- row → the operation row's update lock, held to the commit → the events, the spent lease rows
--- and the operation row's update, last.
-CREATE OR REPLACE FUNCTION opspad_record_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[])
+-- and the operation row's update, last (the completion's event after it).
+CREATE OR REPLACE FUNCTION opspad_record_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_complete boolean)
  RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
@@ -33,14 +36,25 @@ BEGIN
   VALUES (p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
     'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
-  -- Last: the counters commute.
+  -- Last: the counters commute. The completion reads the row as this update finds it, under the
+  -- update lock: a pause that committed first wins.
   RETURN QUERY
   WITH counted AS (
     UPDATE "assistant_operation" o
     SET completed_count = o.completed_count + done_completed, failed_count = o.failed_count + done_failed,
-        updated_at = now()
+        updated_at = now(), status = CASE WHEN finishing.done THEN 'completed' ELSE o.status END,
+        state_json = CASE WHEN finishing.done THEN o.state_json - '{paused_reason,paused_by}'::text[]
+                          ELSE o.state_json END
+    FROM (SELECT p_complete AND o2.status IN ('active')
+                 AND o2.total_items - o2.completed_count - done_completed - o2.failed_count - done_failed
+                     - coalesce((o2.state_json->>'abandoned_count')::integer, 0) = 0 AS done
+          FROM "assistant_operation" o2 WHERE o2.id = p_operation) finishing
     WHERE o.id = p_operation
-    RETURNING o.*)
+    RETURNING o.*, finishing.done),
+  completed_event AS (
+    INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
+    SELECT c.id, p_organization, 'completed', 'worker', '{"forced": false, "abandoned": 0}'::jsonb
+    FROM counted c WHERE c.done)
   SELECT c.id, c.conversation_id, c.organization_id, c.operation_type, c.status, c.total_items,
          c.completed_count, c.failed_count, c.state_json, c.created_at, c.updated_at,
          (SELECT coalesce(sum(l.remaining), 0)::integer FROM "assistant_operation_lease" l
