@@ -3,7 +3,8 @@
  * batches itself for a while instead of queueing a job for each, every batch still leased,
  * recorded and logged on its own (each record leasing the next batch in the same call); a handler
  * with a rate limit keeps one batch per job (BullMQ's limiter counts jobs), and so does every
- * handler with OPSPAD_LANE_SLICE=0. Every item is handled exactly once either way.
+ * handler with OPSPAD_LANE_SLICE=0. Every item is handled exactly once either way, and the last
+ * batch's record completes the operation in the same call.
  */
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
@@ -90,16 +91,26 @@ describe.each(CASES)('lane slices (postgres database, $queue queue, OPSPAD_LANE_
        WHERE l.operation_id = $1 AND l.kind = 'batch_leased' AND r.kind = 'batch_recorded'`,
       [operationId],
     );
+    // The last batch's record completed the operation in its own call: it shares the record's
+    // transaction timestamp (the lane asked for no next batch, nothing being left to lease).
+    const [finish] = await harness.db.query<{ in_the_record: boolean }>(
+      `SELECT c.created_at = (SELECT max(r.created_at) FROM operation_event r
+                              WHERE r.operation_id = c.operation_id AND r.kind = 'batch_recorded') AS in_the_record
+       FROM operation_event c WHERE c.operation_id = $1 AND c.kind = 'completed'`,
+      [operationId],
+    );
     return {
       jobs,
       batchesLeased: leased[0]?.n ?? 0,
       leasedByRecords: chained[0]?.n ?? 0,
+      completedInTheRecord: finish?.in_the_record,
     };
   }
 
   it("runs a lane's batches in fewer jobs than batches (unless off), each batch leased, recorded and logged", async () => {
-    const { jobs, batchesLeased, leasedByRecords } = await runOneLane('quick', 'slice', 60);
+    const { jobs, batchesLeased, leasedByRecords, completedInTheRecord } = await runOneLane('quick', 'slice', 60);
     expect(batchesLeased).toBe(12);
+    expect(completedInTheRecord).toBe(true);
     const results = jobs.map((job) => job.returnvalue as { batches: number; leased: number });
     expect(results.reduce((sum, r) => sum + r.leased, 0)).toBe(60);
     if (sliced) {
