@@ -146,7 +146,7 @@ describe('an operation of 1,000,000 items (postgres)', () => {
             [operationId, ...scope, `step-${i}`],
           );
           leased = rows[0]?.item_ids ?? [];
-          await tx.query('SELECT 1 FROM opspad_record_step($1, $2, $3, $4, $5, NULL)', [
+          await tx.query('SELECT 1 FROM opspad_record_step($1, $2, $3, $4, $5, NULL, false)', [
             operationId,
             ...scope,
             `step-${i}`,
@@ -171,7 +171,7 @@ describe('an operation of 1,000,000 items (postgres)', () => {
           `SELECT item_id FROM (${ITEM_STATES}) i WHERE operation_id = $1 AND lease_owner = 'step-last'`,
           [operationId],
         );
-        const record = await explainPages('opspad_record_step($1, $2, $3, $4, $5, NULL)', [
+        const record = await explainPages('opspad_record_step($1, $2, $3, $4, $5, NULL, false)', [
           operationId,
           ...scope,
           'step-last',
