@@ -83,6 +83,15 @@ describe('a freshly migrated Postgres database', () => {
     expectFilesMatch(rows);
   });
 
+  it('answers the record step as the release before called it, with six arguments', async () => {
+    // Migration 0019 replaced it in one transaction with a seventh argument that defaults to false.
+    const { rows } = await client.query(
+      'SELECT * FROM opspad_record_step(gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), $1, $2, NULL)',
+      ['worker', ['a']],
+    );
+    expect(rows).toEqual([]); // no such operation: declined, nothing written
+  });
+
   it('gets a function back from its file when it differs or is missing', async () => {
     await client.query('DROP FUNCTION opspad_record_step(uuid, uuid, uuid, text, text[], text[], boolean)');
     await client.query(

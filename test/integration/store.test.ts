@@ -176,6 +176,24 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     expect(events).toHaveLength(5);
   });
 
+  it('checks quotas and limits set past the range of a 32-bit integer', async () => {
+    const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
+    const scope = { organizationId: organization_id, conversationId: randomUUID() };
+    const { operation } = await createOperation(db, scope, {
+      operationType: 'send_sms',
+      itemIds: ids(3),
+      batchSize: 5,
+      queryParams: null,
+      notes: null,
+      execution: 'background',
+      queuePrefix: 'opspad',
+      quota: { maxStoredItems: 2 ** 40, maxOpenOperations: 2 ** 33 },
+      maxActiveBackground: 2 ** 33,
+      actor: 'test',
+    });
+    expect(operation).toMatchObject({ status: 'active', total_items: 3 });
+  });
+
   it('rolls back every row of a create that fails halfway', async () => {
     const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
     const scope = { organizationId: organization_id, conversationId: randomUUID() };

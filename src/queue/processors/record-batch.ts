@@ -61,7 +61,8 @@ export async function recordBatch(
                 epoch: args.step.epoch,
               }
             : undefined,
-          // Without a next batch to lease: a record that leaves nothing completes the operation.
+          // A worker's record that leaves nothing to record completes the operation (a call that
+          // also leases the next batch leaves that to the worker, which completes it after).
           completeWhenDone: true,
         }),
     ).finally(() => {

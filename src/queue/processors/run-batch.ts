@@ -1,8 +1,9 @@
 /**
  * One step of a lane: lease a batch (the job id is the lease owner), run the handler, record
  * the outcomes through the same store functions the assistant's progress/update use, then add
- * the lane's next step while the operation is active and has pending items. The last step to
- * find nothing left completes the operation.
+ * the lane's next step while the operation is active and has pending items. The record that
+ * leaves nothing to record completes the operation in the same call (opspad_record_step); a
+ * step that finds nothing left and sees it still active completes it in a statement.
  *
  * A job BullMQ retries after a crash has the same id, so it gets its own batch back; a result is
  * recorded only while its items are still leased to this job, so a late worker never overwrites
@@ -305,14 +306,15 @@ async function runStep(
   let counts = lease.counts;
   // A batch handled whole, with the lane free to go on in this job: decide that now, so the
   // record's call can lease the next batch too (one statement and one commit instead of two).
-  // Not when nothing was pending as this batch was leased (the last batch, as an operation of
-  // one batch's first): there is no next batch, and the decision would cost a lock extension and
-  // a slot (two Redis round trips) for nothing. Items given back meanwhile are decided on after.
+  // Not when this batch was all the operation had left as it was leased (nothing pending, no
+  // other lane's lease that could expire and come back; the only batch of a small operation):
+  // there is no next batch, and the decision would cost a lock extension and a slot (two Redis
+  // round trips) for nothing. Items given back meanwhile are decided on after the record.
   // A decision that fails (Redis) leases nothing, and is thrown once the batch is recorded.
   let undecided: { error: unknown } | undefined;
-  const pendingAtLease = lease.counts.remaining_count - lease.counts.in_flight_count;
+  const allThatWasLeft = lease.counts.remaining_count <= lease.batch.length;
   const decided =
-    slice.decideNext && outcome.unhandled.length === 0 && ran.stoppedBy === undefined && pendingAtLease > 0
+    slice.decideNext && outcome.unhandled.length === 0 && ran.stoppedBy === undefined && !allThatWasLeft
       ? await slice.decideNext().catch((error: unknown) => {
           undecided = { error };
           return undefined;

@@ -1,7 +1,8 @@
 /**
  * Consent before bulk side effects: a background operation of more items than its
- * organization's `approve_above` is created `awaiting_approval` (holdForApproval, in the create's
- * transaction, so nobody ever sees it active) and leases nothing until a person approves it; a
+ * organization's `approve_above` is created `awaiting_approval` (the create's own call decides
+ * it, sql/opspad_create_operation.sql; a retry_failed holds it with holdForApproval in its
+ * transaction: nobody ever sees it active) and leases nothing until a person approves it; a
  * rejection cancels it. Who decided is the event's actor.
  *
  * Lock order: as resume (operation-control.ts): the conversation → the operation row, exclusive

@@ -8,8 +8,8 @@
  * organization's quota row (operation-quota.ts) → the active operation's row (the pause) → the
  * organization's capacity lock (background only) → the new rows, which nobody else can see
  * before commit.
- * Cost: O(items). An assistant's create of up to INLINE_ITEMS ids is one round trip; it was
- * up to nine (begin, seven statements, commit). A create of more ids is a transaction (begin,
+ * Cost: O(items). A create of up to INLINE_ITEMS ids is one round trip; it was up to nine
+ * (begin, seven statements, commit). A create of more ids is a transaction (begin,
  * the call, the COPY, commit), and a create of many ids refreshes the item table's statistics
  * before it answers.
  */

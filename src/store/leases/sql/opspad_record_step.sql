@@ -10,7 +10,7 @@
 -- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and the owner's lease
 -- row → the operation row's update lock, held to the commit → the events, the spent lease rows
 -- and the operation row's update, last (the completion's event after it).
-CREATE OR REPLACE FUNCTION opspad_record_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_complete boolean)
+CREATE OR REPLACE FUNCTION opspad_record_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_complete boolean DEFAULT false)
  RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'

@@ -3,7 +3,7 @@
 -- DETAIL. An advisory lock per organization, the class XACT_LOCK_CLASS.backgroundAdmission of
 -- src/store/db/lock-keys.ts (a test holds them together), serializes the check, so concurrent
 -- creates, resumes and approvals cannot all pass it.
-CREATE OR REPLACE FUNCTION opspad_assert_background_capacity(p_organization uuid, p_limit integer)
+CREATE OR REPLACE FUNCTION opspad_assert_background_capacity(p_organization uuid, p_limit bigint)
  RETURNS void
  LANGUAGE plpgsql
 AS $function$

@@ -2,7 +2,7 @@
 -- to the domain's), counted up to p_limit: the range of the partial index
 -- idx_assistant_operation_org_open read is at most that many entries, whatever the organization
 -- has finished.
-CREATE OR REPLACE FUNCTION opspad_count_open_operations(p_organization uuid, p_limit integer)
+CREATE OR REPLACE FUNCTION opspad_count_open_operations(p_organization uuid, p_limit bigint)
  RETURNS integer
  LANGUAGE plpgsql
  STABLE

@@ -8,7 +8,7 @@
 -- organization's capacity lock (background only) → the new rows, which nobody else can see
 -- before commit. Each step is a statement of its own, so each sees what committed while it
 -- waited for the lock before it.
-CREATE OR REPLACE FUNCTION opspad_create_operation(p_conversation uuid, p_organization uuid, p_id uuid, p_type character varying, p_total integer, p_state jsonb, p_ids text[], p_background boolean, p_pause_reason text, p_actor text, p_event jsonb, p_max_stored bigint, p_max_open integer, p_max_background integer)
+CREATE OR REPLACE FUNCTION opspad_create_operation(p_conversation uuid, p_organization uuid, p_id uuid, p_type character varying, p_total integer, p_state jsonb, p_ids text[], p_background boolean, p_pause_reason text, p_actor text, p_event jsonb, p_max_stored bigint, p_max_open bigint, p_max_background bigint)
  RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, paused_operation_id uuid)
  LANGUAGE plpgsql
 AS $function$

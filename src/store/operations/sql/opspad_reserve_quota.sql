@@ -5,7 +5,7 @@
 -- are counted and nothing is checked. The upsert locks the quota row to the end of the
 -- transaction, so the creates of one organization take turns here and the count after it, a
 -- statement of its own, sees every create committed before.
-CREATE OR REPLACE FUNCTION opspad_reserve_quota(p_organization uuid, p_items bigint, p_max_stored bigint, p_max_open integer)
+CREATE OR REPLACE FUNCTION opspad_reserve_quota(p_organization uuid, p_items bigint, p_max_stored bigint, p_max_open bigint)
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
@@ -13,8 +13,8 @@ DECLARE
   stored bigint;
   stored_limit bigint;
   own_stored_limit bigint;
-  open_limit integer;
-  own_open_limit integer;
+  open_limit bigint;
+  own_open_limit bigint;
   open_now integer;
 BEGIN
   INSERT INTO organization_quota AS q (organization_id, stored_items) VALUES (p_organization, p_items)
