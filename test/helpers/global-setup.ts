@@ -63,6 +63,14 @@ export default async function setup(project: TestProject) {
       await admin.query(`DROP DATABASE IF EXISTS ${datname} WITH (FORCE)`);
     }
     await admin.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`);
+    // Roles a file made for itself under the run's name (start-failures.test.ts), if it was killed.
+    const roles = await admin.query<{ rolname: string }>(
+      'SELECT rolname FROM pg_roles WHERE starts_with(rolname, $1)',
+      [`${databaseName}_`],
+    );
+    for (const { rolname } of roles.rows) {
+      await admin.query(`DROP ROLE IF EXISTS ${rolname}`);
+    }
     await admin.end();
     await deleteQueueKeys(queuePrefix, redisUrl);
   };

@@ -50,7 +50,8 @@ describe('opspad start failing for real', () => {
     taken = await listenOn();
     takenPort = String((taken.address() as { port: number }).port);
     // A database its user may connect to but not create tables in.
-    const name = `opspad_test_nocreate_${randomBytes(4).toString('hex')}`;
+    // Named under the run's database, so the run's teardown drops both if this file is killed.
+    const name = `${inject('templateDatabase')}_nocreate_${randomBytes(4).toString('hex')}`;
     const admin = new pg.Client({ connectionString: fileDatabaseUrl() });
     await admin.connect();
     await admin.query(`CREATE ROLE ${name} LOGIN`);
