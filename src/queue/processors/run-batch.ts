@@ -34,6 +34,7 @@ import { RunBatchPayload } from '../catalog.ts';
 import type { Dispatcher } from '../dispatcher.ts';
 import type { FairShare } from '../fair-share.ts';
 import type { KeyLimiter } from '../key-limiter.ts';
+import { afterRecord } from './after-record.ts';
 import { type BatchReports, batchReports } from './batch-report.ts';
 import { failExhausted } from './fail-exhausted.ts';
 import { createLaneSlice, LANE_SLICE_MS, type LaneSlice, type NextBatch } from './lane-slice.ts';
@@ -376,27 +377,19 @@ async function runStep(
       handedOver = true;
       return { ...result, next: 'continue', prefetched: next };
     }
-    if (after.status === 'completed' && counts.remaining_count === 0) {
-      return { ...result, next: 'completed_operation' }; // the record's call completed it
-    }
-    if (after.status !== 'active' || after.state_json.dispatch_epoch !== step.epoch) {
-      return { ...result, next: 'stopped' }; // paused, cancelled, or a newer lane generation runs
-    }
-    if (counts.remaining_count === 0) {
+    const then = afterRecord(after, counts, step.epoch, released);
+    if (then === 'complete_if_done') {
       const done = await completeIfDone(deps.db, scope, after.id, 'worker');
       return { ...result, next: done ? 'completed_operation' : 'stopped' };
     }
-    // Pending items remain (or this step gave some back): keep the lane going. A lane that
-    // finds nothing to lease ends itself, so an extra step costs one empty lease.
-    // The counts were read before this step gave its unhandled items back: those are pending now.
-    if (counts.remaining_count - (counts.in_flight_count - released) > 0) {
-      if (slice.decideNext) {
-        return { ...result, next: 'continue', interrupted: ran.stoppedBy !== undefined };
-      }
-      await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
-      return { ...result, next: 'enqueued' };
+    if (then !== 'go_on') {
+      return { ...result, next: then };
     }
-    return { ...result, next: 'stopped' };
+    if (slice.decideNext) {
+      return { ...result, next: 'continue', interrupted: ran.stoppedBy !== undefined };
+    }
+    await deps.dispatcher.enqueueNext(step, job.opts.telemetry?.metadata);
+    return { ...result, next: 'enqueued' };
   } finally {
     if (!handedOver) {
       // The step ended another way after the call leased the next batch (an error): give it back.
