@@ -194,6 +194,44 @@ describe.each(ENGINES)('the store on %s', (engine) => {
     expect(operation).toMatchObject({ status: 'active', total_items: 3 });
   });
 
+  it('admits concurrent creates of one organization up to its quota and background limit, never past', async () => {
+    const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
+    const create = (execution: 'assistant' | 'background', limits: { open: number; background: number }) =>
+      createOperation(
+        db,
+        { organizationId: organization_id, conversationId: randomUUID() },
+        {
+          operationType: 'send_sms',
+          itemIds: ids(4),
+          batchSize: 5,
+          queryParams: null,
+          notes: null,
+          execution,
+          queuePrefix: 'opspad',
+          quota: { maxStoredItems: 1_000_000, maxOpenOperations: limits.open },
+          maxActiveBackground: limits.background,
+          actor: 'test',
+        },
+      ).then(
+        () => 'created',
+        (error: { code?: string }) => error.code,
+      );
+    // Each waits for the one before it at the organization's quota row, then counts what committed.
+    const background = await Promise.all(
+      Array.from({ length: 10 }, () => create('background', { open: 100, background: 3 })),
+    );
+    expect(background.filter((outcome) => outcome === 'created')).toHaveLength(3);
+    expect(background.filter((outcome) => outcome === 'too_many_active_operations')).toHaveLength(7);
+    const open = await Promise.all(Array.from({ length: 10 }, () => create('assistant', { open: 8, background: 3 })));
+    expect(open.filter((outcome) => outcome === 'created')).toHaveLength(5);
+    expect(open.filter((outcome) => outcome === 'quota_exceeded')).toHaveLength(5);
+    const [quota] = await db.query<{ stored_items: string }>(
+      'SELECT stored_items::text FROM organization_quota WHERE organization_id = $1',
+      [organization_id],
+    );
+    expect(quota?.stored_items).toBe(String(8 * 4)); // the refused reserved nothing
+  });
+
   it('rolls back every row of a create that fails halfway', async () => {
     const { organization_id } = await createApiKey(db, `org-${randomUUID()}`);
     const scope = { organizationId: organization_id, conversationId: randomUUID() };
