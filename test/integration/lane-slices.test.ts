@@ -122,14 +122,21 @@ describe.each(CASES)('lane slices (postgres database, $queue queue, OPSPAD_LANE_
       expect(leasedByRecords).toBe(0);
       expect(results.every((r) => r.batches === 1)).toBe(true); // off: one batch per job
     }
-    // Every batch still writes its own log line, under the job that ran it.
+    // Every batch is in the log of the job that ran it: a line of its own, or of the batches
+    // that came too soon after a report (batch-report.ts), with their sum.
     const batchQueue = harness.service.dispatcher.queues.find((q) => q.name === batchQueueName('quick'));
-    let lines = 0;
+    const logged = { batches: 0, completed: 0 };
     for (const job of jobs) {
       const { logs } = (await batchQueue?.getJobLogs(String(job.id))) ?? { logs: [] };
-      lines += logs.filter((line) => /^lane 0 step \d+( batch \d+)?: 5 completed/.test(line)).length;
+      for (const line of logs) {
+        const batch = /^lane 0 step \d+(?: batch \d+| batches (\d+)-(\d+))?: (\d+) completed/.exec(line);
+        if (batch) {
+          logged.batches += batch[1] ? Number(batch[2]) - Number(batch[1]) + 1 : 1;
+          logged.completed += Number(batch[3]);
+        }
+      }
     }
-    expect(lines).toBe(12);
+    expect(logged).toEqual({ batches: 12, completed: 60 });
   });
 
   it('keeps one batch per job for a handler with a rate limit', async () => {

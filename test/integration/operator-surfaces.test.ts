@@ -182,7 +182,7 @@ describe.each(QUEUE_BACKENDS)('operator surfaces and the webhook handler (postgr
       { headers: { authorization: harness.adminAuthorization } },
     );
     expect(logs.status).toBe(200);
-    expect(logs.body.join('\n')).toMatch(/(lane \d+ step \d+|operation completed): \d+ completed/);
+    expect(logs.body.join('\n')).toMatch(/(lane \d+ step \d+( batch(es)? [\d-]+)?|operation completed): \d+ completed/);
   });
 
   it('lists the workers of every queue on Bull Board, whichever backend holds the jobs', async () => {

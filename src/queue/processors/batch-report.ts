@@ -1,8 +1,10 @@
 /**
- * A batch's progress and log line on its job (run-batch.ts): sent together, since each is a
- * round trip to the queue backend and neither waits for the other. The lane's next batch does
- * not wait for them (batchReports): a job's reports go in order, one batch's after the other's,
- * and the job ends only once all are sent.
+ * A job's batch reports (run-batch.ts): its progress and a log line, what Bull Board and
+ * `opspad watch` show of a lane. Each is a round trip to the queue backend, so a job sends them
+ * at most once every REPORT_EVERY_MS: a report that comes sooner waits and is merged with the
+ * ones after it into one line over those batches and the newest progress. A lane of small
+ * batches made two of its three queue calls a batch for its reports. The lane's next batch
+ * never waits for a report; a job's reports go in order, and the job ends only once all are sent.
  */
 import type { Job } from 'bullmq';
 import type { OperationCounts } from '../../domain/operation.ts';
@@ -10,33 +12,81 @@ import type { Logger } from '../../logger.ts';
 import type { RunBatchPayload } from '../catalog.ts';
 import type { BudgetedOutcome } from './run-within-budget.ts';
 
-export async function reportBatch(
-  job: Job,
-  step: RunBatchPayload,
-  /** The batch's number within its job. */
+/** The least time between two of a job's reports. */
+export const REPORT_EVERY_MS = 250;
+
+/** One or more consecutive batches of a job, reported as one. */
+export interface MergedReport {
+  step: Pick<RunBatchPayload, 'operation_id' | 'lane' | 'seq'>;
+  /** The first and last batch's numbers within the job. */
+  firstBatch: number;
+  lastBatch: number;
+  completed: number;
+  failed: number;
+  released: number;
+  /** What the handler left behind, per batch that left one. */
+  notes: string[];
+  /** The operation's counts after the last batch. */
+  counts: OperationCounts;
+}
+
+/** `report` with a batch after it added. */
+export function mergeReport(
+  report: MergedReport | undefined,
+  step: MergedReport['step'],
   batch: number,
   outcome: Pick<BudgetedOutcome, 'completed' | 'failed' | 'unhandled'>,
   ran: Pick<BudgetedOutcome, 'abandoned' | 'stoppedBy'>,
   counts: OperationCounts,
-): Promise<void> {
-  const recordedCount = counts.completed_count + counts.failed_count;
+): MergedReport {
+  const note = ran.abandoned
+    ? [`handler left behind: it ignored its signal (${ran.stoppedBy}) past the grace period`]
+    : [];
+  return {
+    step,
+    firstBatch: report?.firstBatch ?? batch,
+    lastBatch: batch,
+    completed: (report?.completed ?? 0) + outcome.completed.length,
+    failed: (report?.failed ?? 0) + outcome.failed.length,
+    released: (report?.released ?? 0) + outcome.unhandled.length,
+    notes: [...(report?.notes ?? []), ...note],
+    counts,
+  };
+}
+
+/** The report's log line: `lane 0 step 3 batches 2-5: 40 completed, 0 failed; operation 90/200 recorded`. */
+export function reportLine(report: MergedReport): string {
+  const { step, firstBatch, lastBatch, counts } = report;
+  const batches =
+    firstBatch === lastBatch ? (lastBatch > 1 ? ` batch ${lastBatch}` : '') : ` batches ${firstBatch}-${lastBatch}`;
+  return (
+    `lane ${step.lane} step ${step.seq}${batches}: ${report.completed} completed, ${report.failed} failed` +
+    `${report.released > 0 ? `, ${report.released} released` : ''}` +
+    `${report.notes.length > 0 ? ` (${report.notes.join('; ')})` : ''}; ` +
+    `operation ${counts.completed_count + counts.failed_count}/${counts.total_items} recorded`
+  );
+}
+
+/** The job's progress after the report's last batch. */
+export function reportProgress(report: MergedReport) {
+  const { counts } = report;
+  const recorded = counts.completed_count + counts.failed_count;
+  return {
+    operation_id: report.step.operation_id,
+    recorded,
+    total: counts.total_items,
+    completed: counts.completed_count,
+    failed: counts.failed_count,
+    percent: counts.total_items === 0 ? 100 : Math.floor((recorded / counts.total_items) * 100),
+  };
+}
+
+/** What the reports need of a BullMQ job. */
+export type ReportedJob = Pick<Job, 'updateProgress' | 'log'>;
+
+async function sendReport(job: ReportedJob, report: MergedReport): Promise<void> {
   // Settled, not all: the job ends only once both are sent, whichever fails.
-  const sent = await Promise.allSettled([
-    job.updateProgress({
-      operation_id: step.operation_id,
-      recorded: recordedCount,
-      total: counts.total_items,
-      completed: counts.completed_count,
-      failed: counts.failed_count,
-      percent: counts.total_items === 0 ? 100 : Math.floor((recordedCount / counts.total_items) * 100),
-    }),
-    job.log(
-      `lane ${step.lane} step ${step.seq}${batch > 1 ? ` batch ${batch}` : ''}: ${outcome.completed.length} completed, ${outcome.failed.length} failed` +
-        `${outcome.unhandled.length > 0 ? `, ${outcome.unhandled.length} released` : ''}` +
-        `${ran.abandoned ? ` (handler left behind: it ignored its signal (${ran.stoppedBy}) past the grace period)` : ''}; ` +
-        `operation ${recordedCount}/${counts.total_items} recorded`,
-    ),
-  ]);
+  const sent = await Promise.allSettled([job.updateProgress(reportProgress(report)), job.log(reportLine(report))]);
   const failed = sent.find((result) => result.status === 'rejected');
   if (failed) {
     throw failed.reason;
@@ -48,27 +98,48 @@ export async function reportBatch(
  * be sent is logged and skipped: it only describes work the ledger already holds, and failing
  * the job for it would run the job again beside the lane's next step, already queued.
  */
-export function batchReports(job: Job, logger: Pick<Logger, 'warn'>) {
+export function batchReports(job: ReportedJob, logger: Pick<Logger, 'warn'>, everyMs = REPORT_EVERY_MS) {
   let sent: Promise<void> = Promise.resolve();
+  let waiting: MergedReport | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let lastSentAt = Number.NEGATIVE_INFINITY;
   const then = (send: () => Promise<unknown>) => {
     sent = sent.then(send).then(
       () => undefined,
       (error: unknown) => logger.warn({ err: error }, 'could not send a batch report to the queue'),
     );
   };
+  const flush = () => {
+    clearTimeout(timer);
+    timer = undefined;
+    const report = waiting;
+    waiting = undefined;
+    if (report) {
+      lastSentAt = Date.now();
+      then(() => sendReport(job, report));
+    }
+  };
   return {
-    send(...report: Parameters<typeof reportBatch> extends [Job, ...infer R] ? R : never): void {
-      then(() => reportBatch(job, ...report));
+    send(...batch: Parameters<typeof mergeReport> extends [unknown, ...infer R] ? R : never): void {
+      waiting = mergeReport(waiting, ...batch);
+      const wait = lastSentAt + everyMs - Date.now();
+      if (wait <= 0) {
+        flush();
+      } else {
+        timer ??= setTimeout(flush, wait).unref();
+      }
     },
     /** A line of the job's log, after the reports before it. */
     log(line: string): void {
+      flush();
       then(() => job.log(line));
     },
-    /** Runs the job's batches, then waits for their reports to be sent. */
+    /** Runs the job's batches, then sends what waits and waits for every report to be sent. */
     async after<T>(run: () => Promise<T>): Promise<T> {
       try {
         return await run();
       } finally {
+        flush();
         await sent;
       }
     },
