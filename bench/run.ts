@@ -23,6 +23,8 @@
  *           small operations over HTTP), export (an operation's results file of 1,000,000 items,
  *           and the server's RSS meanwhile), scale (an operation of 10,000,000 ids; small in --quick)
  * --profile start the opspad processes with --cpu-prof (profiles in bench/results/profiles)
+ * --cpu     log the CPU each throughput run spent an item, by process group (Postgres, opspad's
+ *           workers, the peers' workers, Redis, the bench): cpu-split.ts; Linux only
  *
  * Exits 0 whether targets are met or not (the table says); non-zero only when a scenario fails.
  */
@@ -35,6 +37,7 @@ import { parseArgs } from 'node:util';
 import { createApiKey, createPostgresDatabase, runMigrations } from '../src/store/index.ts';
 import { recordCostChart, type ThroughputPoint, throughputChart, writeSvg } from './lib/charts.ts';
 import { type BenchContext, type Entry, FULL_PLAN, QUICK_PLAN, setWaitLimit } from './lib/common.ts';
+import { cpuSplitProbe } from './lib/cpu-split.ts';
 import { acquireRunResources } from './lib/env.ts';
 import { describeMachine, type MachineSpeed, measureSpeed } from './lib/machine.ts';
 import { applyTargets, formatTable, writeResults } from './lib/report.ts';
@@ -155,6 +158,7 @@ async function main(): Promise<number> {
       quick: { type: 'boolean', default: false },
       only: { type: 'string' },
       profile: { type: 'boolean', default: false },
+      cpu: { type: 'boolean', default: false },
     },
   });
   const plan = values.quick ? QUICK_PLAN : FULL_PLAN;
@@ -190,6 +194,7 @@ async function main(): Promise<number> {
     childNodeFlags: values.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
     log,
     defer: (cleanup) => cleanups.push(cleanup),
+    ...(values.cpu ? { probe: cpuSplitProbe(resources.databaseName, log) } : {}),
   };
   const onSignal = () => {
     log('interrupted: cleaning up');

@@ -135,10 +135,10 @@ export interface BenchContext {
   defer(cleanup: () => Promise<void> | void): void;
   /**
    * Called just before and just after the timed part of a throughput run (the floor, opspad's
-   * worker processes, the peers), outside the clock: a profile reads the server's statistics
-   * around it. Absent in a benchmark run.
+   * worker processes, the peers), outside the clock, with the run's item count after: `--cpu`
+   * (cpu-split.ts) reads what each process spent around it. Absent otherwise.
    */
-  probe?: { before(label: string): Promise<void>; after(label: string): Promise<void> };
+  probe?: { before(label: string): Promise<void>; after(label: string, items: number): Promise<void> };
 }
 
 export function median(values: readonly number[]): number {

@@ -75,7 +75,7 @@ async function runOnce(ctx: BenchContext, pool: pg.Pool, run: number, items: num
   };
   await ctx.probe?.before(`sql_minimal_b${batch}`);
   const { ms } = await timed(() => Promise.all(Array.from({ length: CLIENTS }, client)));
-  await ctx.probe?.after(`sql_minimal_b${batch}`);
+  await ctx.probe?.after(`sql_minimal_b${batch}`, items);
   if (recorded !== items || (await unrecordedCount(pool, SCHEMA, run)) !== 0) {
     throw new Error(`the minimal floor recorded ${recorded} of ${items} items`);
   }

@@ -92,7 +92,7 @@ export async function workerProcessesRunner(
         { everyMs: 5 },
       );
     });
-    await ctx.probe?.after(label);
+    await ctx.probe?.after(label, items);
     return (items / ms) * 1000;
   };
   return {

@@ -218,7 +218,7 @@ export async function peerRunner(ctx: BenchContext, peer: PeerName): Promise<Pee
         ended = performance.now();
       }
       target = Number.POSITIVE_INFINITY;
-      await ctx.probe?.after(label);
+      await ctx.probe?.after(label, items);
       await driver.finish(name);
       if (recorded < items) {
         throw new Error(`${peer} recorded ${recorded} of ${items} items`);
