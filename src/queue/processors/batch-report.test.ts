@@ -40,10 +40,17 @@ describe('batch reports', () => {
   it('says which batches a merged line covers, with their sums and the newest counts', () => {
     let report = mergeReport(undefined, step, 2, done(10), ran, counts(20));
     expect(reportLine(report)).toBe('lane 0 step 3 batch 2: 10 completed, 0 failed; operation 20/100 recorded');
-    report = mergeReport(report, step, 3, { completed: ['a'], failed: [{ id: 'b', reason: 'no' }], unhandled: ['c'] }, ran, counts(22));
+    report = mergeReport(
+      report,
+      step,
+      3,
+      { completed: ['a'], failed: [{ id: 'b', reason: 'no' }], unhandled: ['c'] },
+      ran,
+      counts(22),
+    );
     report = mergeReport(report, step, 4, done(5), { abandoned: true, stoppedBy: 'paused' }, counts(27));
     expect(reportLine(report)).toBe(
-      'lane 0 step 3 batches 2-4: 16 completed, 1 failed, 1 released (handler left behind: it ignored its signal (paused) past the grace period); operation 27/100 recorded',
+      'lane 0 step 3 batches 2-4: 16 completed, 1 failed, 1 released (batch 4: handler left behind, it ignored its signal (paused) past the grace period); operation 27/100 recorded',
     );
     expect(reportLine(mergeReport(undefined, step, 1, done(1), ran, counts(1)))).toMatch(/^lane 0 step 3: 1 completed/);
   });

@@ -1,6 +1,6 @@
 /**
- * A job's batch reports (run-batch.ts): its progress and a log line, what Bull Board and
- * `opspad watch` show of a lane. Each is a round trip to the queue backend, so a job sends them
+ * A job's batch reports (run-batch.ts): its progress and a log line, what Bull Board shows of
+ * a lane (the operator view and `opspad ops watch` read Postgres). Each is a round trip to the queue backend, so a job sends them
  * at most once every REPORT_EVERY_MS: a report that comes sooner waits and is merged with the
  * ones after it into one line over those batches and the newest progress. A lane of small
  * batches made two of its three queue calls a batch for its reports. The lane's next batch
@@ -40,7 +40,7 @@ export function mergeReport(
   counts: OperationCounts,
 ): MergedReport {
   const note = ran.abandoned
-    ? [`handler left behind: it ignored its signal (${ran.stoppedBy}) past the grace period`]
+    ? [`batch ${batch}: handler left behind, it ignored its signal (${ran.stoppedBy}) past the grace period`]
     : [];
   return {
     step,
@@ -115,14 +115,15 @@ export function batchReports(job: ReportedJob, logger: Pick<Logger, 'warn'>, eve
     const report = waiting;
     waiting = undefined;
     if (report) {
-      lastSentAt = Date.now();
+      lastSentAt = performance.now();
       then(() => sendReport(job, report));
     }
   };
   return {
     send(...batch: Parameters<typeof mergeReport> extends [unknown, ...infer R] ? R : never): void {
       waiting = mergeReport(waiting, ...batch);
-      const wait = lastSentAt + everyMs - Date.now();
+      // The monotonic clock: a wall clock stepped back would hold the reports to the job's end.
+      const wait = lastSentAt + everyMs - performance.now();
       if (wait <= 0) {
         flush();
       } else {

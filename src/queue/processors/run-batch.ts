@@ -11,7 +11,8 @@
  *
  * A job goes on with the lane's next batch itself, instead of queueing a job for it, while its
  * slice lasts (LANE_SLICE_MS, lane-slice.ts): each batch still takes its own fair-share slot,
- * lease, record, progress and log line, but the job chain's Redis round trips (add, fetch,
+ * lease and record (its progress and log line go at most every 250 ms, merged: batch-report.ts),
+ * but the job chain's Redis round trips (add, fetch,
  * finish: about six per batch) are paid once per slice, and a batch handled whole is recorded by
  * the call that leases the next one (one statement and one commit a batch instead of two). A
  * handler with a rate limit gets one batch per job: BullMQ's limiter counts jobs.
