@@ -92,6 +92,19 @@ describe('a freshly migrated Postgres database', () => {
     expect(rows).toEqual([]); // no such operation: declined, nothing written
   });
 
+  it('inlines the SQL helpers where they are called, so no call plans their body again', async () => {
+    // A SQL function is inlined only when its body is no more volatile than it says: a stable
+    // call such as to_jsonb in an IMMUTABLE helper made every step call parse and plan it.
+    const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+      `EXPLAIN VERBOSE SELECT opspad_cursor_forward(o.state_json, o.total_items),
+                              opspad_record_usual(o.status, o.state_json, ARRAY['a'])
+       FROM assistant_operation o`,
+    );
+    const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
+    expect(plan).toContain('jsonb_set(');
+    expect(plan).not.toMatch(/opspad_(cursor_forward|record_usual)\(/);
+  });
+
   it('gets a function back from its file when it differs or is missing', async () => {
     await client.query('DROP FUNCTION opspad_record_step(uuid, uuid, uuid, text, text[], text[], boolean)');
     await client.query(

@@ -8,5 +8,5 @@ CREATE OR REPLACE FUNCTION opspad_cursor_forward(p_state jsonb, p_cursor integer
  IMMUTABLE
 AS $function$
   SELECT CASE WHEN p_cursor IS NULL OR (p_state->>'cursor')::integer >= p_cursor THEN p_state
-              ELSE jsonb_set(p_state, '{cursor}', to_jsonb(p_cursor)) END
+              ELSE jsonb_set(p_state, '{cursor}', p_cursor::text::jsonb) END
 $function$;
