@@ -59,7 +59,7 @@ describe('the step functions’ statuses', () => {
   });
 
   it("complete, with a worker's record, only where the lifecycle lets workers complete", () => {
-    const completing = [...sqlOf('opspad_record_step').matchAll(/o2\.status IN (\([^)]*\))/g)].map((match) =>
+    const completing = [...sqlOf('opspad_record_step').matchAll(/o\.status IN (\([^)]*\))/g)].map((match) =>
       literals(match[1] as string),
     );
     expect(completing).toEqual([statusesAllowing('complete_if_done')]);

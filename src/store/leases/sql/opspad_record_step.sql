@@ -20,6 +20,7 @@ DECLARE
   op "assistant_operation"%ROWTYPE;
   done_completed integer;
   done_failed integer;
+  finishing boolean;
 BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
@@ -30,31 +31,30 @@ BEGIN
   SELECT r.done_completed, r.done_failed INTO done_completed, done_failed
   FROM opspad_record_owned(p_operation, p_owner, p_ids, p_reasons) r;
   -- The row's update lock, which the last statement needs anyway, before the spent lease rows
-  -- (leases drop them too, holding it).
-  PERFORM 1 FROM "assistant_operation" o WHERE o.id = p_operation FOR NO KEY UPDATE;
+  -- (leases drop them too, holding it). Whether this record completes the operation is read
+  -- under it: a pause that committed first wins.
+  SELECT p_complete AND o.status IN ('active')
+         AND o.total_items - o.completed_count - o.failed_count
+             - coalesce((o.state_json->>'abandoned_count')::integer, 0) = done_completed + done_failed
+  INTO finishing FROM "assistant_operation" o WHERE o.id = p_operation FOR NO KEY UPDATE;
   INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
   VALUES (p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
     'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
-  -- Last: the counters commute. The completion reads the row as this update finds it, under the
-  -- update lock: a pause that committed first wins.
+  -- Last: the counters commute.
   RETURN QUERY
   WITH counted AS (
     UPDATE "assistant_operation" o
     SET completed_count = o.completed_count + done_completed, failed_count = o.failed_count + done_failed,
-        updated_at = now(), status = CASE WHEN finishing.done THEN 'completed' ELSE o.status END,
-        state_json = CASE WHEN finishing.done THEN o.state_json - '{paused_reason,paused_by}'::text[]
+        updated_at = now(), status = CASE WHEN finishing THEN 'completed' ELSE o.status END,
+        state_json = CASE WHEN finishing THEN o.state_json - '{paused_reason,paused_by}'::text[]
                           ELSE o.state_json END
-    FROM (SELECT p_complete AND o2.status IN ('active')
-                 AND o2.total_items - o2.completed_count - done_completed - o2.failed_count - done_failed
-                     - coalesce((o2.state_json->>'abandoned_count')::integer, 0) = 0 AS done
-          FROM "assistant_operation" o2 WHERE o2.id = p_operation) finishing
     WHERE o.id = p_operation
-    RETURNING o.*, finishing.done),
+    RETURNING o.*),
   completed_event AS (
     INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
     SELECT c.id, p_organization, 'completed', 'worker', '{"forced": false, "abandoned": 0}'::jsonb
-    FROM counted c WHERE c.done)
+    FROM counted c WHERE finishing)
   SELECT c.id, c.conversation_id, c.organization_id, c.operation_type, c.status, c.total_items,
          c.completed_count, c.failed_count, c.state_json, c.created_at, c.updated_at,
          (SELECT coalesce(sum(l.remaining), 0)::integer FROM "assistant_operation_lease" l
