@@ -64,7 +64,11 @@ export interface Database extends Queryable {
 
 const MAX_TRANSACTION_ATTEMPTS = 3;
 
-async function withRetries<T>(run: () => Promise<T>): Promise<T> {
+/**
+ * Runs `run` again after a deadlock or serialization failure, up to 3 times in all: what
+ * `transaction` does, and what a statement committed on its own needs too.
+ */
+export async function withRetries<T>(run: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await run();

@@ -7,8 +7,8 @@
  * Order inside the transaction: the items first (they carry no foreign key, see
  * schema-operations.ts, and nobody sees them before commit), then insertCreatedOperation's one
  * call — the conversation's lock, the quota, the pause of its active operation, the background
- * limit, the operation row, its event. So the conversation is locked only for the last few statements, not for the
- * upload; concurrent creates in one conversation copy side by side and then take turns.
+ * limit, the operation row, its event. So the conversation is locked only for that call, not
+ * for the upload; concurrent creates in one conversation copy side by side and then take turns.
  * Repeated ids are named as a whole body's create names them (see CopySink).
  *
  * Cost: O(ids) rows through COPY statements of 100,000 rows or 8 MB, each under a savepoint (a

@@ -8,15 +8,13 @@
  * organization's quota row (operation-quota.ts) → the active operation's row (the pause) → the
  * organization's capacity lock (background only) → the new rows, which nobody else can see
  * before commit.
- * Cost: O(items). A create of up to INLINE_ITEMS ids is one round trip; it was up to nine
- * (begin, seven statements, commit). A create of more ids is a transaction (begin,
- * the call, the COPY, commit), and a create of many ids refreshes the item table's statistics
- * before it answers.
+ * Cost: O(items). A create of up to INLINE_ITEMS ids is one round trip, where a transaction of
+ * its steps would be nine. A create of more ids is a transaction (begin, the call, the COPY,
+ * commit), and a create of many ids refreshes the item table's statistics before it answers.
  */
 import type { ExecutionMode, OperationRecord, OperationState } from '../../domain/operation.ts';
 import { OPERATION_DEFAULTS } from '../../domain/operation-input.ts';
-import type { Database, Queryable } from '../db/db.ts';
-import { isRetryableConflict } from '../db/pg-errors.ts';
+import { type Database, type Queryable, withRetries } from '../db/db.ts';
 import { prepared } from '../db/prepared.ts';
 import type { ConversationScope } from '../tenants/conversation-repo.ts';
 import { rethrowAdmissionRefusal } from './admission-refusals.ts';
@@ -108,26 +106,10 @@ export async function createOperation(
   extraState: Partial<OperationState> = {},
 ): Promise<CreatedOperation> {
   if (params.itemIds.length <= INLINE_ITEMS) {
-    // One statement, committed on its own: a deadlock broken by Postgres is simply run again,
-    // as db.transaction runs a transaction again.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await insertCreatedOperation(
-          db,
-          scope,
-          params,
-          {
-            count: params.itemIds.length,
-            ids: params.itemIds,
-          },
-          extraState,
-        );
-      } catch (error) {
-        if (attempt >= 3 || !isRetryableConflict(error)) {
-          throw error;
-        }
-      }
-    }
+    // One statement, committed on its own: a deadlock broken by Postgres runs it again.
+    return withRetries(() =>
+      insertCreatedOperation(db, scope, params, { count: params.itemIds.length, ids: params.itemIds }, extraState),
+    );
   }
   const created = await db.transaction(async (tx) => {
     const result = await insertCreatedOperation(tx, scope, params, { count: params.itemIds.length }, extraState);

@@ -2,8 +2,8 @@
 -- organization's quota, the pause of the conversation's active operation, the background limit,
 -- then the operation row (held for approval when its organization's policy says so), its
 -- `created` event and its items (p_ids; null when the caller wrote them first, by COPY). A
--- refusal raises (OPS02, OPS03) and the statement writes nothing. It was up to nine round trips
--- (begin, seven statements, commit), each a socket write and read in the API and in Postgres.
+-- refusal raises (OPS02, OPS03) and the statement writes nothing. One round trip, where a
+-- transaction of these steps is nine, each a socket write and read in the API and in Postgres.
 -- Lock order: the conversation → the quota row → the active operation's row → the
 -- organization's capacity lock (background only) → the new rows, which nobody else can see
 -- before commit. Each step is a statement of its own, so each sees what committed while it
