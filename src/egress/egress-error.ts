@@ -52,6 +52,14 @@ const BY_CODE: Readonly<Record<string, EgressErrorCode>> = {
   EHOSTUNREACH: 'unreachable',
   ENETUNREACH: 'unreachable',
   ETIMEDOUT: 'timeout',
+  // undici's own errors (the HTTP client the guard sends through).
+  UND_ERR_SOCKET: 'connection_reset',
+  UND_ERR_CLOSED: 'connection_reset',
+  UND_ERR_CONNECT_TIMEOUT: 'timeout',
+  UND_ERR_HEADERS_TIMEOUT: 'timeout',
+  UND_ERR_BODY_TIMEOUT: 'timeout',
+  UND_ERR_HEADERS_OVERFLOW: 'bad_response',
+  UND_ERR_RES_CONTENT_LENGTH_MISMATCH: 'bad_response',
 };
 
 /** Maps a socket, DNS, TLS or HTTP parser error onto an {@link EgressError}, keeping it as cause. */

@@ -8,7 +8,8 @@
  * Non-loopback addresses (10.0.0.1, 169.254.169.254, fd00:ec2::254, …) are only ever checked
  * without connecting (checkUrl, lookupFor): a test must not send traffic off this machine.
  */
-import { createServer, type Server } from 'node:http';
+import { getEventListeners, once } from 'node:events';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createEgressGuard, EgressError, type ResolvedAddress, type Resolver } from '../../src/egress/index.ts';
@@ -258,5 +259,102 @@ describe('OPSPAD_WEBHOOK_ALLOW', () => {
     expect(other.received).toEqual([]);
     expect(handler.checkQueryParams?.({ url: `http://127.0.0.1:${listener.port}/` })).toEqual([]);
     expect(handler.checkQueryParams?.({ url: `http://127.0.0.1:${other.port}/` })?.[0]?.field).toBe('query_params.url');
+  });
+});
+
+describe('the exchange: one budget, one abort, a bounded drain', () => {
+  /** A server on 127.0.0.1 that hands each response to `respond` once the body is read. */
+  async function serve(respond: (res: ServerResponse) => void): Promise<{ server: Server; port: number }> {
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => respond(res));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { server, port: (server.address() as AddressInfo).port };
+  }
+  async function stop(server: Server): Promise<void> {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+
+  it('stops at the budget while the name is still being resolved, without connecting', async () => {
+    const guard = createEgressGuard({ resolve: () => new Promise(() => undefined) });
+    const error = await failure(
+      guard.request(`http://hooks.test:${listener.port}/`, { method: 'POST', headers: {}, timeoutMs: 50 }),
+    );
+    expect((error as EgressError).code).toBe('timeout');
+    expect(listener.received).toEqual([]);
+    guard.close();
+  });
+
+  it('listens once on a shared signal, and its abort stops every request waiting on it', async () => {
+    const held: ServerResponse[] = [];
+    let arrived: () => void = () => undefined;
+    const allArrived = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    const { server, port } = await serve((res) => {
+      held.push(res);
+      if (held.length === 20) {
+        arrived();
+      }
+    });
+    const guard = createEgressGuard({ allow: [`127.0.0.1:${port}`] });
+    const controller = new AbortController();
+    const pending = Array.from({ length: 20 }, (_, i) =>
+      failure(
+        guard.request(`http://127.0.0.1:${port}/${i}`, {
+          method: 'POST',
+          headers: {},
+          timeoutMs: 60_000,
+          signal: controller.signal,
+        }),
+      ),
+    );
+    await allArrived;
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+    const closed = held.map((res) => once(res, 'close'));
+    const reason = new Error('batch paused');
+    controller.abort(reason);
+    for (const error of await Promise.all(pending)) {
+      expect(error).toBe(reason);
+    }
+    // Every socket was closed by the guard: the server never answered.
+    await Promise.all(closed);
+    expect(held.every((res) => !res.headersSent)).toBe(true);
+    guard.close();
+    await stop(server);
+  });
+
+  it('reads at most maxDrainBytes of an answer, then closes the socket', async () => {
+    let finished: Promise<boolean> = Promise.resolve(true);
+    const { server, port } = await serve((res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const chunk = Buffer.alloc(64 * 1024, 'x');
+      // Up to 256 MiB, written as the client takes it: more than any socket buffer holds.
+      let left = 4096;
+      const pump = () => {
+        while (left > 0) {
+          left--;
+          if (!res.write(chunk)) {
+            res.once('drain', pump);
+            return;
+          }
+        }
+        res.end();
+      };
+      finished = once(res, 'close').then(() => res.writableFinished);
+      pump();
+    });
+    const guard = createEgressGuard({ allow: [`127.0.0.1:${port}`], maxDrainBytes: 1024 });
+    const response = await guard.request(`http://127.0.0.1:${port}/`, {
+      method: 'POST',
+      headers: {},
+      timeoutMs: 60_000,
+    });
+    expect(response.status).toBe(200);
+    expect(await finished).toBe(false);
+    guard.close();
+    await stop(server);
   });
 });
