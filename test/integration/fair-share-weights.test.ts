@@ -15,10 +15,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ItemHandler } from '../../src/handlers/types.ts';
 import { createApiKey, createOperation, listWaitingOrganizations, organizationLimits } from '../../src/store/index.ts';
 import { BUDGET, QUIET } from '../helpers/fair-share.ts';
+import { fileDatabaseUrl } from '../helpers/file-database.ts';
 import { type Harness, ids, QUEUE_BACKENDS, startHarness, type Tenant } from '../helpers/harness.ts';
 import { finished, waitForProgress } from '../helpers/wait.ts';
 
@@ -196,5 +198,60 @@ describe('the waiting view carries weights', () => {
     expect(view.weights.get(done)).toBe(7);
     expect(view.weights.get(heavy)).toBe(3);
     expect(view.weights.size).toBe(4);
+  });
+  it('skips the operations that have ended once one read has seen them, vacuum or not', async () => {
+    // One connection, so its own statistics can be flushed between the reads.
+    const client = new pg.Client({ connectionString: fileDatabaseUrl() });
+    await client.connect();
+    try {
+      const session = {
+        query: async <R extends object>(text: string, params?: readonly unknown[]) =>
+          (await client.query(text, params as unknown[])).rows as R[],
+      };
+      const type = `ended-${randomUUID().slice(0, 8)}`;
+      const prefix = `ended-${randomUUID().slice(0, 8)}`;
+      const { organization_id: organizationId } = await createApiKey(harness.db, `org-${randomUUID()}`);
+      for (let i = 0; i < 400; i++) {
+        await createOperation(
+          harness.db,
+          { organizationId, conversationId: randomUUID() },
+          {
+            operationType: type,
+            itemIds: ids(1),
+            batchSize: 1,
+            queryParams: null,
+            notes: null,
+            execution: 'background',
+            maxParallelBatches: 1,
+            queuePrefix: prefix,
+            actor: 'test',
+          },
+        );
+      }
+      // They end: their rows leave the partial index of active operations only at a vacuum.
+      await harness.db.query(`UPDATE assistant_operation SET status = 'completed' WHERE operation_type = $1`, [type]);
+      const heapPagesRead = async (): Promise<number> => {
+        await client.query('SELECT pg_stat_force_next_flush()');
+        const [row] = (
+          await client.query<{ pages: string }>(
+            `SELECT heap_blks_hit + heap_blks_read AS pages FROM pg_statio_user_tables
+             WHERE relname = 'assistant_operation'`,
+          )
+        ).rows;
+        return Number(row?.pages);
+      };
+      const query = { operationType: type, queuePrefix: prefix, batchSize: undefined };
+      const before = await heapPagesRead();
+      expect((await listWaitingOrganizations(session, query)).waiting).toEqual([]);
+      const first = (await heapPagesRead()) - before;
+      expect((await listWaitingOrganizations(session, query)).waiting).toEqual([]);
+      const second = (await heapPagesRead()) - before - first;
+      // The first read visits the ended rows' pages and marks their index entries; the second
+      // reads the index alone. A bitmap scan would visit every page again.
+      expect(first).toBeGreaterThan(5);
+      expect(second).toBeLessThanOrEqual(1);
+    } finally {
+      await client.end();
+    }
   });
 });

@@ -31,7 +31,7 @@ function expectFilesMatch(rows: readonly FunctionRow[]): void {
 }
 
 describe('the function files', () => {
-  it('are twenty, each a CREATE OR REPLACE of the function its file is named for', () => {
+  it('are twenty-one, each a CREATE OR REPLACE of the function its file is named for', () => {
     const files = sqlFunctionFiles();
     expect(files.map((file) => file.name)).toEqual([
       'opspad_assert_background_capacity',
@@ -53,6 +53,7 @@ describe('the function files', () => {
       'opspad_record_step',
       'opspad_record_usual',
       'opspad_reserve_quota',
+      'opspad_waiting_organizations',
       'opspad_write_lease',
     ]);
     for (const file of files) {

@@ -42,28 +42,12 @@ export interface WaitingOrganizations {
  * is not waiting for slots: a slot kept for it would stay idle (docs/provider-limits.md).
  * Crosses organizations on purpose — it is the fleet's view, returns ids and figures only, and
  * no tenant ever sees it. Reads the partial index of active operations, and one quota row per
- * organization.
+ * organization (opspad_waiting_organizations).
  */
 export async function listWaitingOrganizations(db: Queryable, query: WaitingWorkQuery): Promise<WaitingOrganizations> {
+  // opspad_waiting_organizations.sql says why it is a function: the scan it must use.
   const rows = await db.query<{ organization_id: string; lanes: number; weight: number }>(
-    `SELECT * FROM (
-     SELECT o.organization_id,
-            coalesce(sum(least(coalesce((o.state_json->>'max_parallel_batches')::int, $4::int),
-                               ceil((o.total_items - (o.state_json->>'cursor')::int)::numeric
-                                    / greatest(1, coalesce($3::int, (o.state_json->>'batch_size')::int)))))
-                     FILTER (WHERE (o.state_json->>'cursor')::int < o.total_items
-                               AND NOT EXISTS (SELECT 1 FROM operation_throttle t
-                                               WHERE t.operation_id = o.id AND t.until > now())), 0)::int AS lanes,
-            least($7::int, greatest($6::int, coalesce(max(q.fair_share_weight), $5::int)))::int AS weight
-     FROM assistant_operation o
-     LEFT JOIN organization_quota q ON q.organization_id = o.organization_id
-     WHERE o.status = 'active' AND o.operation_type = $1 AND o.state_json->>'execution' = 'background'
-       AND coalesce(o.state_json->>'queue_prefix', $2) = $2
-     GROUP BY o.organization_id
-     ) fleet
-     -- Cut beyond the limit, those with work waiting are kept first.
-     ORDER BY lanes > 0 DESC
-     LIMIT ${MAX_WAITING_ORGANIZATIONS}`,
+    'SELECT * FROM opspad_waiting_organizations($1, $2, $3, $4, $5, $6, $7, $8)',
     [
       query.operationType,
       query.queuePrefix,
@@ -72,6 +56,7 @@ export async function listWaitingOrganizations(db: Queryable, query: WaitingWork
       FAIR_SHARE_WEIGHT.default,
       FAIR_SHARE_WEIGHT.min,
       FAIR_SHARE_WEIGHT.max,
+      MAX_WAITING_ORGANIZATIONS,
     ],
   );
   return {
