@@ -1,14 +1,16 @@
 /**
  * The fair share's state in Redis, beside the type's BullMQ queue keys: sorted sets of the
  * running batches and of the registered workers (scored by expiry), of the parked jobs (scored
- * by when they were parked), and an arrivals counter. A decision is one script, atomic for every
- * process sharing the queue. On a Redis Cluster the prefix is the hash tag `{…}` (redis-target.ts),
+ * by when they were parked), an arrivals counter, and the views of the waiting organizations the
+ * processes decide with (a hash each, sent once a view). A decision is one script, atomic for
+ * every process sharing the queue. On a Redis Cluster the prefix is the hash tag `{…}` (redis-target.ts),
  * so these keys share one slot and a script may touch them together.
  */
+import { randomUUID } from 'node:crypto';
 import { FAIR_SHARE_WEIGHT } from '../domain/fair-share.ts';
 import { batchQueueName } from './catalog.ts';
 import type { RedisClient } from './connection.ts';
-import type { FairShareStore } from './fair-share-store.ts';
+import type { FairAcquireRequest, FairShareStore } from './fair-share-store.ts';
 
 /** The Redis keys of a type's fair share, beside its BullMQ queue's keys. */
 export function fairShareKeys(prefix: string, operationType: string) {
@@ -18,15 +20,29 @@ export function fairShareKeys(prefix: string, operationType: string) {
     workers: `${base}:workers`,
     arrivals: `${base}:arrivals`,
     parked: `${base}:parked`,
+    /** A published view of the waiting organizations (ACQUIRE_LUA), one per view. */
+    view: (id: string) => `${base}:view:${id}`,
   };
 }
 
 /**
- * KEYS: running, workers, arrivals. ARGV: now, organization, member, expiry, the caller's
- * arrivals count, the organization's weight, then (organization, lanes, weight) triples of the
- * waiting view.
- * Returns {1, arrivals} (started: the member is added), {0, arrivals} (refused) or
- * {-1, arrivals} (the caller's view is older than the last arrival: refresh and ask again).
+ * How long a published view outlives its process's use of it. A process deletes its previous
+ * view when it publishes the next, so this bounds only the views of a process that died.
+ */
+const VIEW_KEY_TTL_MS = 60_000;
+
+/**
+ * KEYS: running, workers, arrivals, view. ARGV: now, organization, member, expiry, the caller's
+ * arrivals count, the organization's weight.
+ * The view is a hash the caller published (publishView): `o:<organization>` → `<lanes> <weight>`
+ * per waiting organization, `n` their count, `w` the sum of their weights. The sums over every
+ * waiting organization that the rule needs depend only on the slots and the total weight: they
+ * are computed once per view and pair (`a:<slots>:<total>`), and a decision reads the view's
+ * entries of the organizations running batches only. So a decision costs the same whether 10 or
+ * 10,000 organizations wait (the view travels once, not with every decision).
+ * Returns {1, arrivals} (started: the member is added), {0, arrivals} (refused),
+ * {-1, arrivals} (the caller's view is older than the last arrival: refresh and ask again) or
+ * {-2, arrivals} (the view is gone: publish it again).
  * The rule is domain/fair-share.ts's mayStart; keep the two equivalent.
  */
 export const ACQUIRE_LUA = `
@@ -36,6 +52,10 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local arrivals = redis.call('GET', KEYS[3]) or '0'
 if arrivals ~= ARGV[5] then
   return {-1, arrivals}
+end
+local waitingCount = tonumber(redis.call('HGET', KEYS[4], 'n'))
+if not waitingCount then
+  return {-2, arrivals}
 end
 redis.call('ZREM', KEYS[1], ARGV[3])
 local slots = 0
@@ -50,53 +70,81 @@ for _, entry in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
     busy = busy + 1
   end
 end
-local org = ARGV[2]
-local weights = {}
-weights[org] = tonumber(ARGV[6])
-local waiting, total, listed = {}, 0, false
-for i = 7, #ARGV - 2, 3 do
-  waiting[ARGV[i]] = tonumber(ARGV[i + 1])
-  weights[ARGV[i]] = tonumber(ARGV[i + 2])
-  total = total + weights[ARGV[i]]
-  if ARGV[i] == org then
-    listed = true
+local function waitingEntry(of)
+  local value = redis.call('HGET', KEYS[4], 'o:' .. of)
+  if not value then
+    return nil, nil
   end
+  local lanes, weight = string.match(value, '^(%d+) (%d+)$')
+  return tonumber(lanes), tonumber(weight)
 end
+local org = ARGV[2]
+local orgLanes, orgWeight = waitingEntry(org)
+local listed = orgLanes ~= nil
 if not listed then
-  total = total + weights[org]
+  orgWeight = tonumber(ARGV[6])
 end
-local function share(of)
-  return math.max(1, math.floor(slots * weights[of] / math.max(1, total)))
+local total = tonumber(redis.call('HGET', KEYS[4], 'w')) + (listed and 0 or orgWeight)
+local function share(weight)
+  return math.max(1, math.floor(slots * weight / math.max(1, total)))
+end
+-- Over every waiting organization: the sum of their guarantees, and of their guarantees held to
+-- the lanes their work can use.
+local sumsField = 'a:' .. slots .. ':' .. total
+local sumShare, sumUsable
+local sums = redis.call('HGET', KEYS[4], sumsField)
+if sums then
+  local a, b = string.match(sums, '^(%d+) (%d+)$')
+  sumShare, sumUsable = tonumber(a), tonumber(b)
+else
+  sumShare, sumUsable = 0, 0
+  local fields = redis.call('HGETALL', KEYS[4])
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 2) == 'o:' then
+      local lanes, weight = string.match(fields[i + 1], '^(%d+) (%d+)$')
+      local guaranteed = share(tonumber(weight))
+      sumShare = sumShare + guaranteed
+      sumUsable = sumUsable + math.min(guaranteed, tonumber(lanes))
+    end
+  end
+  redis.call('HSET', KEYS[4], sumsField, string.format('%d %d', sumShare, sumUsable))
 end
 local mine = running[org] or 0
 local ok
-if mine < share(org) then
+if mine < share(orgWeight) then
   ok = mine == 0
   if not ok then
-    local sum = 0
+    local sum = sumShare
     if not listed then
-      sum = share(org)
-    end
-    for other, _ in pairs(waiting) do
-      sum = sum + share(other)
+      sum = sum + share(orgWeight)
     end
     if sum <= slots then
       ok = true
     else
-      local idle = 0
-      for other, _ in pairs(waiting) do
-        if other ~= org and (running[other] or 0) == 0 then
-          idle = idle + 1
+      -- Waiting organizations other than this one that run no batch.
+      local idle = waitingCount - (listed and 1 or 0)
+      for other, _ in pairs(running) do
+        if other ~= org and redis.call('HEXISTS', KEYS[4], 'o:' .. other) == 1 then
+          idle = idle - 1
         end
       end
       ok = busy + 1 + idle <= slots
     end
   end
 else
-  local reserved = 0
-  for other, lanes in pairs(waiting) do
+  -- Slots the other waiting organizations still need to reach their guarantee (no more than
+  -- their work can use): every one's usable guarantee, less what those running already hold.
+  local reserved = sumUsable
+  if listed then
+    reserved = reserved - math.min(share(orgWeight), orgLanes)
+  end
+  for other, count in pairs(running) do
     if other ~= org then
-      reserved = reserved + math.max(0, math.min(share(other), lanes) - (running[other] or 0))
+      local lanes, weight = waitingEntry(other)
+      if lanes then
+        local usable = math.min(share(weight), lanes)
+        reserved = reserved + math.max(0, usable - count) - usable
+      end
     end
   end
   ok = busy + 1 + reserved <= slots
@@ -123,7 +171,7 @@ type FairShareRedis = RedisClient & {
 function withScripts(redis: RedisClient): FairShareRedis {
   const scripted = redis as unknown as FairShareRedis;
   if (typeof scripted.opspadFairAcquire !== 'function') {
-    redis.defineCommand('opspadFairAcquire', { numberOfKeys: 3, lua: ACQUIRE_LUA });
+    redis.defineCommand('opspadFairAcquire', { numberOfKeys: 4, lua: ACQUIRE_LUA });
     redis.defineCommand('opspadFairRelease', { numberOfKeys: 2, lua: RELEASE_LUA });
   }
   return scripted;
@@ -143,6 +191,45 @@ export function redisFairShareStore(options: {
   const redis = () => withScripts(options.commands());
   const registrationMember = (registration: { id: string; slots: number }) =>
     `${registration.id} ${registration.slots}`;
+  // Each view this process decides with is published once, under a key of its own (decisions
+  // that ask at once share the publication); the one before is deleted then (a decision still
+  // holding it publishes it again).
+  const storeId = randomUUID();
+  const published = new WeakMap<FairAcquireRequest['waiting'], Promise<string>>();
+  let views = 0;
+  let latest: string | undefined;
+  const publish = async (waiting: FairAcquireRequest['waiting']): Promise<string> => {
+    const key = keys.view(`${storeId}:${++views}`);
+    let weights = 0;
+    const entries: (string | number)[] = [];
+    for (const [organization, lanes, weight = FAIR_SHARE_WEIGHT.default] of waiting) {
+      entries.push(`o:${organization}`, `${lanes} ${weight}`);
+      weights += weight;
+    }
+    const pipeline = redis()
+      .pipeline()
+      .hset(key, 'n', waiting.length, 'w', weights, ...entries);
+    pipeline.pexpire(key, VIEW_KEY_TTL_MS);
+    if (latest !== undefined) {
+      pipeline.del(latest);
+    }
+    const failed = (await pipeline.exec())?.find(([error]) => error !== null);
+    if (failed) {
+      throw failed[0];
+    }
+    latest = key;
+    return key;
+  };
+  const publishOnce = (waiting: FairAcquireRequest['waiting'], again = false): Promise<string> => {
+    let key = again ? undefined : published.get(waiting);
+    if (key === undefined) {
+      key = publish(waiting);
+      published.set(waiting, key);
+      // A failed publication is not kept: the next decision publishes again.
+      key.catch(() => published.delete(waiting));
+    }
+    return key;
+  };
   return {
     async heartbeat(registration, running, expiry, wake) {
       const pipeline = redis().pipeline().zadd(keys.workers, expiry, registrationMember(registration));
@@ -157,23 +244,32 @@ export function redisFairShareStore(options: {
       return popped.filter((_, index) => index % 2 === 0);
     },
     async acquire(request) {
-      const [code, arrivals] = await redis().opspadFairAcquire(
-        keys.running,
-        keys.workers,
-        keys.arrivals,
-        request.now,
-        request.organizationId,
-        request.member,
-        request.expiry,
-        request.arrivals,
-        request.weight ?? FAIR_SHARE_WEIGHT.default,
-        ...request.waiting.flatMap(([organization, lanes, weight]) => [
-          organization,
-          lanes,
-          weight ?? FAIR_SHARE_WEIGHT.default,
-        ]),
-      );
-      return { code: code === 1 ? 1 : code === 0 ? 0 : -1, arrivals };
+      const decide = async (viewKey: string) => {
+        const [code, arrivals] = await redis().opspadFairAcquire(
+          keys.running,
+          keys.workers,
+          keys.arrivals,
+          viewKey,
+          request.now,
+          request.organizationId,
+          request.member,
+          request.expiry,
+          request.arrivals,
+          request.weight ?? FAIR_SHARE_WEIGHT.default,
+        );
+        return { code, arrivals };
+      };
+      if (request.arrivals === '') {
+        // No view yet: the script answers -1 before it reads one.
+        const { arrivals } = await decide(keys.view('none'));
+        return { code: -1, arrivals };
+      }
+      let answer = await decide(await publishOnce(request.waiting));
+      if (answer.code === -2) {
+        // Gone (expired, or replaced by this process's next view meanwhile): once more.
+        answer = await decide(await publishOnce(request.waiting, true));
+      }
+      return { code: answer.code === 1 ? 1 : answer.code === 0 ? 0 : -1, arrivals: answer.arrivals };
     },
     async forceStart(member, _organizationId, expiry) {
       await redis().zadd(keys.running, expiry, member);
@@ -189,6 +285,9 @@ export function redisFairShareStore(options: {
     },
     async unregister(registration) {
       await redis().zrem(keys.workers, registrationMember(registration));
+      if (latest !== undefined) {
+        await redis().del(latest);
+      }
     },
     async announceArrival() {
       await options.producer.incr(keys.arrivals);

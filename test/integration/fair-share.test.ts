@@ -14,7 +14,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from 'vi
 import { mayStart } from '../../src/domain/fair-share.ts';
 import type { ItemHandler } from '../../src/handlers/types.ts';
 import { BatchTimeoutError } from '../../src/queue/batch-budget.ts';
-import { ACQUIRE_LUA } from '../../src/queue/fair-share-redis.ts';
+import { fairShareKeys, redisFairShareStore } from '../../src/queue/fair-share-redis.ts';
 import { BUDGET, metricValue, QUIET, silentListener } from '../helpers/fair-share.ts';
 import { fileQueuePrefix } from '../helpers/file-database.ts';
 import { type Harness, harnessPrefix, ids, QUEUE_BACKENDS, startHarness } from '../helpers/harness.ts';
@@ -157,49 +157,41 @@ describe('the fleet-wide decision in Redis', () => {
     await fc.assert(
       fc.asyncProperty(state, async ({ workers, running, waiting, weights, candidate }) => {
         const base = testKey('lua');
-        const [runningKey, workersKey, arrivalsKey] = [`${base}:running`, `${base}:workers`, `${base}:arrivals`];
+        const keys = fairShareKeys(base, 'lua');
+        const store = redisFairShareStore({
+          commands: () => redis,
+          producer: redis,
+          prefix: base,
+          operationType: 'lua',
+        });
         const expiry = Date.now() + 60_000;
         for (const [index, slots] of workers.entries()) {
-          await redis.zadd(workersKey, expiry, `w${index} ${slots}`);
+          await redis.zadd(keys.workers, expiry, `w${index} ${slots}`);
         }
         for (const [org, count] of Object.entries(running)) {
           for (let batch = 0; batch < count; batch++) {
-            await redis.zadd(runningKey, expiry, `${org} job-${batch}`);
+            await redis.zadd(keys.running, expiry, `${org} job-${batch}`);
           }
         }
         // An expired entry and an expired worker are ignored.
-        await redis.zadd(runningKey, 1, `${candidate} long-dead`);
-        await redis.zadd(workersKey, 1, 'dead 100');
-        await redis.set(arrivalsKey, '7');
-        const args = [Date.now(), candidate, `${candidate} new-job`, expiry];
+        await redis.zadd(keys.running, 1, `${candidate} long-dead`);
+        await redis.zadd(keys.workers, 1, 'dead 100');
+        await redis.set(keys.arrivals, '7');
         const weightOf = (org: string) => (weights as Record<string, number>)[org] ?? 1;
-        const view = [
-          weightOf(candidate),
-          ...Object.entries(waiting).flatMap(([org, lanes]) => [org, lanes, weightOf(org)]),
-        ];
+        const member = `${candidate} new-job`;
+        const request = (arrivals: string) => ({
+          now: Date.now(),
+          organizationId: candidate,
+          member,
+          expiry,
+          arrivals,
+          waiting: view,
+          weight: weightOf(candidate),
+        });
+        const view = Object.entries(waiting).map(([org, lanes]) => [org, lanes, weightOf(org)] as const);
 
-        const stale = (await redis.eval(
-          ACQUIRE_LUA,
-          3,
-          runningKey,
-          workersKey,
-          arrivalsKey,
-          ...args,
-          '6',
-          ...view,
-        )) as [number, string];
-        expect(stale).toEqual([-1, '7']);
+        expect(await store.acquire(request('6'))).toEqual({ code: -1, arrivals: '7' });
 
-        const [code] = (await redis.eval(
-          ACQUIRE_LUA,
-          3,
-          runningKey,
-          workersKey,
-          arrivalsKey,
-          ...args,
-          '7',
-          ...view,
-        )) as [number, string];
         const expected = mayStart(
           {
             slots: workers.reduce((sum, slots) => sum + slots, 0),
@@ -209,11 +201,63 @@ describe('the fleet-wide decision in Redis', () => {
           },
           candidate,
         );
-        expect(code).toBe(expected ? 1 : 0);
-        expect(await redis.zscore(runningKey, `${candidate} new-job`)).toBe(expected ? String(expiry) : null);
-        await redis.del(runningKey, workersKey, arrivalsKey);
+        expect((await store.acquire(request('7'))).code).toBe(expected ? 1 : 0);
+        expect(await redis.zscore(keys.running, member)).toBe(expected ? String(expiry) : null);
+        // Again, from the sums the first decision kept in the view: the same answer.
+        await redis.zrem(keys.running, member);
+        expect((await store.acquire(request('7'))).code).toBe(expected ? 1 : 0);
+        // One view published for the three decisions.
+        expect(await redis.keys(keys.view('*'))).toHaveLength(1);
+        await redis.del(...(await redis.keys(`${base}*`)));
       }),
-      { numRuns: 300 },
+      {
+        numRuns: 300,
+        // Floors that overcommit the slots, with another waiting organization running: the
+        // branch that counts the waiting organizations running nothing.
+        examples: [
+          [
+            {
+              workers: [3, 3],
+              running: { 'org-d': 1, 'org-a': 2 },
+              waiting: { 'org-b': 1, 'org-a': 1, 'org-c': 1 },
+              weights: { 'org-d': 6 },
+              candidate: 'org-d',
+            },
+          ],
+        ],
+      },
     );
+  });
+  it('sends each view once, whatever the decisions it serves, and keeps one view a process', async () => {
+    const base = testKey('lua');
+    const keys = fairShareKeys(base, 'lua');
+    const store = redisFairShareStore({ commands: () => redis, producer: redis, prefix: base, operationType: 'lua' });
+    await redis.zadd(keys.workers, Date.now() + 60_000, 'w0 8');
+    await redis.set(keys.arrivals, '3');
+    const viewOf = (count: number) => Array.from({ length: count }, (_, i) => [`org-${i}`, 2, 1] as const);
+    const decide = async (waiting: ReturnType<typeof viewOf>, job: number) => {
+      const member = `org-0 job-${job}`;
+      const { code } = await store.acquire({
+        now: Date.now(),
+        organizationId: 'org-0',
+        member,
+        expiry: Date.now() + 60_000,
+        arrivals: '3',
+        waiting,
+      });
+      await redis.zrem(keys.running, member);
+      return code;
+    };
+    const large = viewOf(2_000);
+    const hashes = async () => Promise.all((await redis.keys(keys.view('*'))).map((key) => redis.hlen(key)));
+    for (let job = 0; job < 20; job++) {
+      expect(await decide(large, job)).toBe(1);
+    }
+    // 2,000 entries, the count, the weight sum and the sums of one slots-and-weight pair: sent once.
+    expect(await hashes()).toEqual([2_003]);
+    expect(await decide(viewOf(3), 20)).toBe(1);
+    expect(await hashes()).toEqual([6]);
+    await store.unregister({ id: 'w0', slots: 8 });
+    expect(await hashes()).toEqual([]);
   });
 });
