@@ -26,10 +26,12 @@ export function fairShareKeys(prefix: string, operationType: string) {
 }
 
 /**
- * How long a published view outlives its process's use of it. A process deletes its previous
- * view when it publishes the next, so this bounds only the views of a process that died.
+ * How long a published view lives: well past the second a process trusts a view it read (see
+ * fair-share.ts), so this bounds only the views of a process that died.
  */
 const VIEW_KEY_TTL_MS = 60_000;
+/** How long the view before lives once a process publishes the next: its decisions end. */
+const PREVIOUS_VIEW_TTL_MS = 5_000;
 
 /**
  * KEYS: running, workers, arrivals, view. ARGV: now, organization, member, expiry, the caller's
@@ -192,41 +194,48 @@ export function redisFairShareStore(options: {
   const registrationMember = (registration: { id: string; slots: number }) =>
     `${registration.id} ${registration.slots}`;
   // Each view this process decides with is published once, under a key of its own (decisions
-  // that ask at once share the publication); the one before is deleted then (a decision still
-  // holding it publishes it again).
+  // that ask at once share the publication). The view before is left a few seconds, for the
+  // decisions still holding it.
   const storeId = randomUUID();
   const published = new WeakMap<FairAcquireRequest['waiting'], Promise<string>>();
   let views = 0;
   let latest: string | undefined;
   const publish = async (waiting: FairAcquireRequest['waiting']): Promise<string> => {
     const key = keys.view(`${storeId}:${++views}`);
+    const previous = latest;
+    latest = key;
     let weights = 0;
     const entries: (string | number)[] = [];
     for (const [organization, lanes, weight = FAIR_SHARE_WEIGHT.default] of waiting) {
       entries.push(`o:${organization}`, `${lanes} ${weight}`);
       weights += weight;
     }
-    const pipeline = redis()
-      .pipeline()
+    const publication = redis()
+      .multi()
       .hset(key, 'n', waiting.length, 'w', weights, ...entries);
-    pipeline.pexpire(key, VIEW_KEY_TTL_MS);
-    if (latest !== undefined) {
-      pipeline.del(latest);
+    publication.pexpire(key, VIEW_KEY_TTL_MS);
+    if (previous !== undefined) {
+      publication.pexpire(previous, PREVIOUS_VIEW_TTL_MS);
     }
-    const failed = (await pipeline.exec())?.find(([error]) => error !== null);
+    const failed = (await publication.exec())?.find(([error]) => error !== null);
     if (failed) {
       throw failed[0];
     }
-    latest = key;
     return key;
   };
-  const publishOnce = (waiting: FairAcquireRequest['waiting'], again = false): Promise<string> => {
-    let key = again ? undefined : published.get(waiting);
-    if (key === undefined) {
-      key = publish(waiting);
-      published.set(waiting, key);
+  /** The view's key, published now unless it is already (or was, as `stale`: again). */
+  const publishOnce = (waiting: FairAcquireRequest['waiting'], stale?: Promise<string>): Promise<string> => {
+    let key = published.get(waiting);
+    if (key === undefined || key === stale) {
+      const publishing = publish(waiting);
+      published.set(waiting, publishing);
       // A failed publication is not kept: the next decision publishes again.
-      key.catch(() => published.delete(waiting));
+      publishing.catch(() => {
+        if (published.get(waiting) === publishing) {
+          published.delete(waiting);
+        }
+      });
+      key = publishing;
     }
     return key;
   };
@@ -264,10 +273,12 @@ export function redisFairShareStore(options: {
         const { arrivals } = await decide(keys.view('none'));
         return { code: -1, arrivals };
       }
-      let answer = await decide(await publishOnce(request.waiting));
+      const first = publishOnce(request.waiting);
+      let answer = await decide(await first);
       if (answer.code === -2) {
-        // Gone (expired, or replaced by this process's next view meanwhile): once more.
-        answer = await decide(await publishOnce(request.waiting, true));
+        // Gone (a view older than its expiry): published again, once for every decision on it.
+        // Gone twice in a row cannot happen within the expiry; the caller would read again.
+        answer = await decide(await publishOnce(request.waiting, first));
       }
       return { code: answer.code === 1 ? 1 : answer.code === 0 ? 0 : -1, arrivals: answer.arrivals };
     },
@@ -287,6 +298,7 @@ export function redisFairShareStore(options: {
       await redis().zrem(keys.workers, registrationMember(registration));
       if (latest !== undefined) {
         await redis().del(latest);
+        latest = undefined;
       }
     },
     async announceArrival() {

@@ -178,35 +178,45 @@ describe('the fleet-wide decision in Redis', () => {
         await redis.zadd(keys.workers, 1, 'dead 100');
         await redis.set(keys.arrivals, '7');
         const weightOf = (org: string) => (weights as Record<string, number>)[org] ?? 1;
-        const member = `${candidate} new-job`;
-        const request = (arrivals: string) => ({
+        const view = Object.entries(waiting).map(([org, lanes]) => [org, lanes, weightOf(org)] as const);
+        const request = (organizationId: string, arrivals: string) => ({
           now: Date.now(),
-          organizationId: candidate,
-          member,
+          organizationId,
+          member: `${organizationId} new-job`,
           expiry,
           arrivals,
           waiting: view,
-          weight: weightOf(candidate),
+          weight: weightOf(organizationId),
         });
-        const view = Object.entries(waiting).map(([org, lanes]) => [org, lanes, weightOf(org)] as const);
+        const expected = (organizationId: string, extraSlots: number) =>
+          mayStart(
+            {
+              slots: workers.reduce((sum, slots) => sum + slots, extraSlots),
+              running: new Map(Object.entries(running)),
+              waiting: new Map(Object.entries(waiting)),
+              weights: new Map(ORGS.map((org) => [org, weightOf(org)])),
+            },
+            organizationId,
+          );
 
-        expect(await store.acquire(request('6'))).toEqual({ code: -1, arrivals: '7' });
-
-        const expected = mayStart(
-          {
-            slots: workers.reduce((sum, slots) => sum + slots, 0),
-            running: new Map(Object.entries(running)),
-            waiting: new Map(Object.entries(waiting)),
-            weights: new Map(ORGS.map((org) => [org, weightOf(org)])),
-          },
-          candidate,
-        );
-        expect((await store.acquire(request('7'))).code).toBe(expected ? 1 : 0);
-        expect(await redis.zscore(keys.running, member)).toBe(expected ? String(expiry) : null);
-        // Again, from the sums the first decision kept in the view: the same answer.
-        await redis.zrem(keys.running, member);
-        expect((await store.acquire(request('7'))).code).toBe(expected ? 1 : 0);
-        // One view published for the three decisions.
+        expect(await store.acquire(request(candidate, '6'))).toEqual({ code: -1, arrivals: '7' });
+        const first = expected(candidate, 0);
+        expect((await store.acquire(request(candidate, '7'))).code).toBe(first ? 1 : 0);
+        expect(await redis.zscore(keys.running, `${candidate} new-job`)).toBe(first ? String(expiry) : null);
+        await redis.zrem(keys.running, `${candidate} new-job`);
+        // Every organization, listed or not, on the same view (its kept sums, and the totals an
+        // unlisted one adds), then on more slots (sums for them).
+        for (const extraSlots of [0, 3]) {
+          if (extraSlots > 0) {
+            await redis.zadd(keys.workers, expiry, `extra ${extraSlots}`);
+          }
+          for (const org of ORGS) {
+            const { code } = await store.acquire(request(org, '7'));
+            expect(code, `${org} with ${extraSlots} more slots`).toBe(expected(org, extraSlots) ? 1 : 0);
+            await redis.zrem(keys.running, `${org} new-job`);
+          }
+        }
+        // One view published for every decision.
         expect(await redis.keys(keys.view('*'))).toHaveLength(1);
         await redis.del(...(await redis.keys(`${base}*`)));
       }),
@@ -249,15 +259,25 @@ describe('the fleet-wide decision in Redis', () => {
       return code;
     };
     const large = viewOf(2_000);
-    const hashes = async () => Promise.all((await redis.keys(keys.view('*'))).map((key) => redis.hlen(key)));
+    const views = async () =>
+      Object.fromEntries(
+        await Promise.all(
+          (await redis.keys(keys.view('*'))).map(
+            async (key) => [await redis.hlen(key), (await redis.pttl(key)) <= 5_000] as const,
+          ),
+        ),
+      );
     for (let job = 0; job < 20; job++) {
       expect(await decide(large, job)).toBe(1);
     }
     // 2,000 entries, the count, the weight sum and the sums of one slots-and-weight pair: sent once.
-    expect(await hashes()).toEqual([2_003]);
+    expect(await views()).toEqual({ 2003: false });
+    // The next view: the one before is left a few seconds, and a decision holding it still decides.
     expect(await decide(viewOf(3), 20)).toBe(1);
-    expect(await hashes()).toEqual([6]);
+    expect(await views()).toEqual({ 2003: true, 6: false });
+    expect(await decide(large, 21)).toBe(1);
     await store.unregister({ id: 'w0', slots: 8 });
-    expect(await hashes()).toEqual([]);
+    expect(await views()).toEqual({ 2003: true });
+    await redis.del(...(await redis.keys(`${base}*`)));
   });
 });
