@@ -81,7 +81,7 @@ export interface EgressGuard {
    * fires, with the signal's reason.
    */
   request(url: string | URL, init: EgressRequestInit): Promise<EgressResponse>;
-  /** Closes idle keep-alive sockets. */
+  /** Closes every socket; the guard sends nothing after (a process's shutdown). */
   close(): void;
 }
 
@@ -188,7 +188,8 @@ export function createEgressGuard(options: EgressGuardOptions = {}): EgressGuard
   };
   // Keep-alive sockets per origin, unref'd while idle, so they never keep a process alive.
   // Redirects are not followed: no redirect interceptor is composed in.
-  const agent = new Agent({ connect, keepAliveTimeout: 15_000 });
+  // 15 s idle at most, whatever a receiver's Keep-Alive hint asks (undici would keep 10 minutes).
+  const agent = new Agent({ connect, keepAliveTimeout: 15_000, keepAliveMaxTimeout: 15_000 });
   // The static check of each URL string, kept: the items of a batch share one URL.
   const checked = new Map<string, CheckedUrl | RefusedUrl>();
   const checkOnce = (url: string): CheckedUrl | RefusedUrl => {
@@ -247,6 +248,10 @@ export function createEgressGuard(options: EgressGuardOptions = {}): EgressGuard
           }
         },
         onResponseStart(_controller, statusCode, headers) {
+          if (statusCode < 200) {
+            // 100 Continue, 103 Early Hints: the answer is still to come.
+            return;
+          }
           settled = true;
           resolve({ status: statusCode, headers });
         },

@@ -10,7 +10,7 @@
  */
 import { getEventListeners, once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createEgressGuard, EgressError, type ResolvedAddress, type Resolver } from '../../src/egress/index.ts';
 import { type ItemContext, ItemError } from '../../src/handlers/types.ts';
@@ -285,6 +285,45 @@ describe('the exchange: one budget, one abort, a bounded drain', () => {
     expect((error as EgressError).code).toBe('timeout');
     expect(listener.received).toEqual([]);
     guard.close();
+  });
+
+  it('sends nothing when the name resolves after the budget: the late connection is closed unused', async () => {
+    let answer: (addresses: ResolvedAddress[]) => void = () => undefined;
+    let asked: () => void = () => undefined;
+    const lookupStarted = new Promise<void>((resolve) => {
+      asked = resolve;
+    });
+    const guard = createEgressGuard({
+      allow: [`127.0.0.1:${listener.port}`],
+      resolve: () =>
+        new Promise((resolve) => {
+          answer = resolve;
+          asked();
+        }),
+    });
+    const pending = failure(
+      guard.request(`http://hooks.test:${listener.port}/late`, { method: 'POST', headers: {}, timeoutMs: 20 }),
+    );
+    await lookupStarted;
+    expect(((await pending) as EgressError).code).toBe('timeout');
+    const connected = once(listener.server, 'connection');
+    answer([v4('127.0.0.1')]);
+    const [socket] = (await connected) as [Socket];
+    await once(socket, 'close');
+    expect(listener.received).toEqual([]);
+    guard.close();
+  });
+
+  it('answers with the final status after interim ones (103 Early Hints)', async () => {
+    const { server, port } = await serve((res) => {
+      res.writeEarlyHints({ link: '</hook.css>; rel=preload' });
+      res.writeHead(204).end();
+    });
+    const guard = createEgressGuard({ allow: [`127.0.0.1:${port}`] });
+    const response = await guard.request(`http://127.0.0.1:${port}/`, { method: 'POST', headers: {}, timeoutMs: 5000 });
+    expect(response.status).toBe(204);
+    guard.close();
+    await stop(server);
   });
 
   it('listens once on a shared signal, and its abort stops every request waiting on it', async () => {
