@@ -12,7 +12,7 @@
  */
 import { FAIR_SHARE_WEIGHT, mayStart } from '../domain/fair-share.ts';
 import { queueLockSubject } from '../store/db/lock-keys.ts';
-import type { FairRegistration, FairShareStore } from './fair-share-store.ts';
+import type { FairAcquireRequest, FairRegistration, FairShareStore } from './fair-share-store.ts';
 import type { SqlRunner } from './postgres-counters.ts';
 import { quoteSchema } from './queue-schema.ts';
 
@@ -36,6 +36,31 @@ export function fairShareTablesDdl(schema: string): string[] {
       queue text PRIMARY KEY, arrivals bigint NOT NULL
     )`,
   ];
+}
+
+/** A view's organizations as the rule reads them, built once however many decisions read it. */
+const viewMaps = new WeakMap<
+  FairAcquireRequest['waiting'],
+  { waiting: ReadonlyMap<string, number>; weights: ReadonlyMap<string, number> }
+>();
+
+function mapsOf(request: FairAcquireRequest) {
+  let maps = viewMaps.get(request.waiting);
+  if (maps === undefined) {
+    maps = {
+      waiting: new Map(request.waiting.map(([organization, lanes]) => [organization, lanes])),
+      weights: new Map(
+        request.waiting.map(([organization, , weight]) => [organization, weight ?? FAIR_SHARE_WEIGHT.default]),
+      ),
+    };
+    viewMaps.set(request.waiting, maps);
+  }
+  // The view's weight wins over the request's for a listed candidate, as in the Redis script.
+  const own = request.weight ?? FAIR_SHARE_WEIGHT.default;
+  if (maps.weights.has(request.organizationId) || own === FAIR_SHARE_WEIGHT.default) {
+    return maps;
+  }
+  return { waiting: maps.waiting, weights: new Map([...maps.weights, [request.organizationId, own]]) };
 }
 
 export function postgresFairShareStore(runner: SqlRunner, schema: string, queue: string): FairShareStore {
@@ -67,6 +92,8 @@ export function postgresFairShareStore(runner: SqlRunner, schema: string, queue:
       return rows.map((row) => String(row.job_id));
     },
     async acquire(request) {
+      // Built before the lock is taken, once a view.
+      const { waiting, weights } = mapsOf(request);
       return runner.transaction(async (tx) => {
         await tx.query('SELECT pg_advisory_xact_lock(hashtextextended($1, 0))', [
           queueLockSubject(schema, 'fair', queue),
@@ -93,18 +120,7 @@ export function postgresFairShareStore(runner: SqlRunner, schema: string, queue:
           return { code: -1, arrivals: state.arrivals };
         }
         const started = mayStart(
-          {
-            slots: state.slots,
-            running: new Map(Object.entries(state.running)),
-            waiting: new Map(request.waiting.map(([organization, lanes]) => [organization, lanes])),
-            // The view's weight wins over the request's for a listed candidate, as in the script.
-            weights: new Map([
-              [request.organizationId, request.weight ?? FAIR_SHARE_WEIGHT.default],
-              ...request.waiting.map(
-                ([organization, , weight]) => [organization, weight ?? FAIR_SHARE_WEIGHT.default] as const,
-              ),
-            ]),
-          },
+          { slots: state.slots, running: new Map(Object.entries(state.running)), waiting, weights },
           request.organizationId,
         );
         if (!started) {
