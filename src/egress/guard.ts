@@ -5,12 +5,11 @@
  * The address is checked where the connection is made. Requests go through an undici agent whose
  * every connection gets a `lookup` of the guard's own: it resolves the name, drops every address
  * that is not public (unless `OPSPAD_WEBHOOK_ALLOW` lists it) and hands only the rest to the
- * socket. So the address
- * checked is the address connected to: a name that resolved to a public address a minute ago
- * and to 10.0.0.1 now is refused now (DNS rebinding), and a name with both kinds of answer only
- * ever reaches its public ones. Host names that are IP literals skip DNS; they are checked
- * before the request (see url-check.ts). Proxy variables are not read: nothing sits between the
- * check and the connection.
+ * socket. So the address checked is the address connected to: a name that resolved to a public
+ * address a minute ago and to 10.0.0.1 now is refused now (DNS rebinding), and a name with both
+ * kinds of answer only ever reaches its public ones. Host names that are IP literals skip DNS;
+ * they are checked before the request (see url-check.ts). Proxy variables are not read: nothing
+ * sits between the check and the connection.
  *
  * Responses: redirects are never followed (a 3xx is returned like any status, and its Location
  * is not read). The body is never returned: at most `maxDrainBytes` are read and discarded so a
@@ -88,6 +87,20 @@ export interface EgressGuard {
 const DEFAULT_DRAIN_BYTES = 64 * 1024;
 /** Hosts (connectors) and URL verdicts kept at most; past that the cache starts over. */
 const MAX_REMEMBERED = 1_000;
+
+/** `map`'s value for `key`, made and kept on first use; a full map starts over. */
+function remember<V>(map: Map<string, V>, key: string, make: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) {
+    if (map.size >= MAX_REMEMBERED) {
+      map.clear();
+    }
+    value = make();
+    map.set(key, value);
+  }
+  return value;
+}
+
 const LOCALHOST_ADDRESSES: readonly ResolvedAddress[] = [
   { address: '127.0.0.1', family: 4 },
   { address: '::1', family: 6 },
@@ -175,15 +188,9 @@ export function createEgressGuard(options: EgressGuardOptions = {}): EgressGuard
   const connect: buildConnector.connector = (connectOptions, callback) => {
     const { hostname, protocol } = connectOptions;
     const port = Number(connectOptions.port) || (protocol === 'https:' ? 443 : 80);
-    const key = `${hostname}:${port}`;
-    let connector = connectors.get(key);
-    if (connector === undefined) {
-      if (connectors.size >= MAX_REMEMBERED) {
-        connectors.clear();
-      }
-      connector = buildConnector({ lookup: lookupFor(normalizeHostname(hostname), port) });
-      connectors.set(key, connector);
-    }
+    const connector = remember(connectors, `${hostname}:${port}`, () =>
+      buildConnector({ lookup: lookupFor(normalizeHostname(hostname), port) }),
+    );
     return connector(connectOptions, callback);
   };
   // Keep-alive sockets per origin, unref'd while idle, so they never keep a process alive.
@@ -192,17 +199,7 @@ export function createEgressGuard(options: EgressGuardOptions = {}): EgressGuard
   const agent = new Agent({ connect, keepAliveTimeout: 15_000, keepAliveMaxTimeout: 15_000 });
   // The static check of each URL string, kept: the items of a batch share one URL.
   const checked = new Map<string, CheckedUrl | RefusedUrl>();
-  const checkOnce = (url: string): CheckedUrl | RefusedUrl => {
-    let verdict = checked.get(url);
-    if (verdict === undefined) {
-      if (checked.size >= MAX_REMEMBERED) {
-        checked.clear();
-      }
-      verdict = checkEgressUrl(url, allow);
-      checked.set(url, verdict);
-    }
-    return verdict;
-  };
+  const checkOnce = (url: string): CheckedUrl | RefusedUrl => remember(checked, url, () => checkEgressUrl(url, allow));
 
   async function request(url: string | URL, init: EgressRequestInit): Promise<EgressResponse> {
     const { signal } = init;
@@ -269,21 +266,17 @@ export function createEgressGuard(options: EgressGuardOptions = {}): EgressGuard
           settle(toEgressError(error));
         },
       };
-      try {
-        agent.dispatch(
-          {
-            origin: target.url.origin,
-            path: `${target.url.pathname}${target.url.search}`,
-            method: init.method,
-            headers: init.headers,
-            body: init.body ?? null,
-          },
-          handler,
-        );
-      } catch (error) {
-        finish();
-        settle(toEgressError(error));
-      }
+      // undici reports a request it cannot take through the handler, never by throwing.
+      agent.dispatch(
+        {
+          origin: target.url.origin,
+          path: `${target.url.pathname}${target.url.search}`,
+          method: init.method,
+          headers: init.headers,
+          body: init.body ?? null,
+        },
+        handler,
+      );
     });
   }
 

@@ -36,8 +36,8 @@ const PREVIOUS_VIEW_TTL_MS = 5_000;
 /**
  * KEYS: running, workers, arrivals, view. ARGV: now, organization, member, expiry, the caller's
  * arrivals count, the organization's weight.
- * The view is a hash the caller published (publishView): `o:<organization>` → `<lanes> <weight>`
- * per waiting organization, `n` their count, `w` the sum of their weights. The sums over every
+ * The view is a hash the store published: `o:<organization>` → `<lanes> <weight>` per waiting
+ * organization, `n` their count, `w` the sum of their weights. The sums over every
  * waiting organization that the rule needs depend only on the slots and the total weight: they
  * are computed once per view and pair (`a:<slots>:<total>`), and a decision reads the view's
  * entries of the organizations running batches only. So a decision costs the same whether 10 or
