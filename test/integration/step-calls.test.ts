@@ -287,6 +287,34 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     expect(again.alreadyRecorded).toEqual(mine.batch);
   });
 
+  it("records a whole lease by its range only when the range's rows are the lease's own", async () => {
+    const { scope, operationId } = await newOperation(8, 4);
+    const lease = await leaseBatch(db, scope, { operationId, owner: 'mine', leaseSeconds: 300 });
+    expect(lease.batch).toEqual(ids(8).slice(0, 4));
+    // A lease row whose ordinals span as many as they are without being its range: 0, 1, 7, 3.
+    // A report of the range's ids (2, not 7) must not record the item the lease does not hold.
+    await db.query(`UPDATE assistant_operation_lease SET ordinals = '{0,1,7,3}' WHERE operation_id = $1`, [
+      operationId,
+    ]);
+    const range = ids(8).slice(0, 4);
+    expect(await recordStep(db, scope, { operationId, owner: 'mine', ids: range, reasons: null })).toBeNull();
+    const stored = await db.query<{ status: string }>(
+      'SELECT status FROM assistant_operation_item WHERE operation_id = $1 ORDER BY ordinal',
+      [operationId],
+    );
+    expect(stored.map((row) => row.status)).toEqual(Array(8).fill('pending'));
+
+    // The same lease's ordinals out of order (an extended lease appends): the general path
+    // records it, exactly once.
+    await db.query(`UPDATE assistant_operation_lease SET ordinals = '{0,2,1,3}' WHERE operation_id = $1`, [
+      operationId,
+    ]);
+    expect(await recordStep(db, scope, { operationId, owner: 'mine', ids: range, reasons: null })).toBeNull();
+    const recorded = await recordResults(db, scope, { operationId, completedIds: range, failed: [], owner: 'mine' });
+    expect(recorded).toMatchObject({ alreadyRecorded: [], leaseConflicts: [] });
+    expect(recorded.counts).toMatchObject({ completed_count: 4, remaining_count: 4, in_flight_count: 0 });
+  });
+
   it("records a worker's batch and leases its next one in one statement, as the two calls would", async () => {
     const { scope, operationId } = await newOperation(7, 3);
     const { db: counted, statements } = counting(db);

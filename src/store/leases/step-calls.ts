@@ -7,13 +7,16 @@
  *
  * Lock order: the same as the general path's — the operation row (FOR KEY SHARE; a lease alone
  * takes its update lock at once) → the report's item rows and the owner's lease row → the row's
- * update lock, held to the commit, so leases take turns → the events, the spent lease rows, the
- * next lease row and the operation row's update, last.
+ * update lock, held to the commit, so leases take turns → the spent lease rows → the next lease
+ * row → the events and the operation row's update, last (one statement).
  * Cost: O(batch), one round trip; the lease reads the batch's rows from the cursor
  * (opspad_lease_from_cursor, or the general path's statement when a live lease reaches past
  * the cursor) and the record writes each item once (opspad_record_owned), each planned once
  * per connection (plan_cache_mode: re-planned on every call, those taking the report's arrays
- * would spend a good part of the call in the planner).
+ * would spend a good part of the call in the planner). The functions call their helpers as
+ * expressions (`taken := opspad_lease_from_cursor(...)`) and write their events in their last
+ * statement: a statement starts and ends an executor, an expression does not, and those starts
+ * and ends were a fifth of a step's time on the server.
  *
  * Each returns null, having changed nothing, when the case is not the usual one — the
  * conditions are opspad_lease_usual and opspad_record_usual, which the general path reads too —

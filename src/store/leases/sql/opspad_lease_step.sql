@@ -21,16 +21,18 @@ DECLARE
   taken_ids text[];
   in_flight_now integer;
   pending_now integer;
+  taken record;
 BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
   FOR NO KEY UPDATE;
-  IF NOT FOUND OR NOT (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
+  IF NOT FOUND OR NOT (opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch)).usual THEN
     RETURN;
   END IF;
-  SELECT t.taken_ordinals, t.taken_ids INTO taken_ordinals, taken_ids
-  FROM opspad_lease_from_cursor(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
-                                coalesce(p_limit, (op.state_json->>'batch_size')::integer)) t;
+  taken := opspad_lease_from_cursor(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
+                                    coalesce(p_limit, (op.state_json->>'batch_size')::integer));
+  taken_ordinals := taken.taken_ordinals;
+  taken_ids := taken.taken_ids;
   IF taken_ordinals IS NULL THEN
     -- Nothing from the cursor: "no batch" only when no item is pending at all.
     SELECT p.pending, p.in_flight INTO pending_now, in_flight_now
@@ -55,14 +57,15 @@ BEGIN
     FROM found c;
     RETURN;
   END IF;
-  INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
-  VALUES (p_operation, p_organization, 'batch_leased', p_owner, jsonb_build_object(
-    'count', cardinality(taken_ordinals), 'first_ordinal', taken_ordinals[1],
-    'last_ordinal', taken_ordinals[cardinality(taken_ordinals)]));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
-  -- Last: the cursor only moves forward.
+  -- Last: the event, and the operation row (the cursor only moves forward).
   RETURN QUERY
-  WITH moved AS (
+  WITH leased AS (
+    INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
+    VALUES (p_operation, p_organization, 'batch_leased', p_owner, jsonb_build_object(
+      'count', cardinality(taken_ordinals), 'first_ordinal', taken_ordinals[1],
+      'last_ordinal', taken_ordinals[cardinality(taken_ordinals)]))),
+  moved AS (
     UPDATE "assistant_operation" o
     SET state_json = opspad_cursor_forward(o.state_json, taken_ordinals[cardinality(taken_ordinals)] + 1),
         updated_at = now()

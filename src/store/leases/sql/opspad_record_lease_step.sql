@@ -5,8 +5,8 @@
 -- 'declined' (the caller leases on its own); 'none': no item is pending at all (the cursor moves
 -- to the end); 'leased' comes with the batch's ids.
 -- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and the owner's lease
--- row → the operation row's update lock, held to the commit → the events and the spent lease
--- rows → the owner's next lease row → the operation row's update, last.
+-- row → the operation row's update lock, held to the commit → the spent lease rows → the owner's
+-- next lease row → the events and the operation row's update, last.
 CREATE OR REPLACE FUNCTION opspad_record_lease_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limit integer, p_epoch integer)
  RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer, item_ids text[], lease text)
  LANGUAGE plpgsql
@@ -22,6 +22,8 @@ DECLARE
   pending_now integer;
   lease_state text := 'declined';
   new_cursor integer;
+  owned record;
+  taken record;
 BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
@@ -29,34 +31,30 @@ BEGIN
   IF NOT FOUND OR NOT opspad_record_usual(op.status, op.state_json, p_ids) THEN
     RETURN;
   END IF;
-  SELECT r.done_completed, r.done_failed INTO done_completed, done_failed
-  FROM opspad_record_owned(p_operation, p_owner, p_ids, p_reasons) r;
+  owned := opspad_record_owned(p_operation, p_owner, p_ids, p_reasons);
+  done_completed := owned.done_completed;
+  done_failed := owned.done_failed;
 
   -- From here the call holds the row's update lock, which its last statement needs anyway:
-  -- leases of the operation take turns (opspad_lease_from_cursor), and the spent lease rows,
-  -- which leases drop too, are dropped under it. Status and state are read again with it: an
+  -- leases of the operation take turns (opspad_lease_from_cursor), and other spent lease rows,
+  -- which leases drop too, are dropped under it (opspad_record_owned has dropped the caller's
+  -- own, which only the caller writes). Status and state are read again with it: an
   -- admission's pause of the conversation's active operation (operation-admission.ts) takes no
   -- lock that waits for this call's key-share lock, and may have committed since the first read.
   SELECT o.status, o.state_json INTO op.status, op.state_json FROM "assistant_operation" o
   WHERE o.id = p_operation FOR NO KEY UPDATE;
-  INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
-  VALUES (p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
-    'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
 
   -- The lease, on opspad_lease_step's condition (opspad_lease_usual); the owner's own lease
   -- row, spent by the record, is gone by now.
-  IF (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch) u) THEN
-    SELECT t.taken_ordinals, t.taken_ids INTO taken_ordinals, taken_ids
-    FROM opspad_lease_from_cursor(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
-                                  coalesce(p_limit, (op.state_json->>'batch_size')::integer)) t;
+  IF (opspad_lease_usual(p_operation, p_owner, op.status, op.state_json, p_epoch)).usual THEN
+    taken := opspad_lease_from_cursor(p_operation, p_owner, p_lease_seconds, (op.state_json->>'cursor')::integer,
+                                      coalesce(p_limit, (op.state_json->>'batch_size')::integer));
+    taken_ordinals := taken.taken_ordinals;
+    taken_ids := taken.taken_ids;
     IF taken_ordinals IS NOT NULL THEN
       lease_state := 'leased';
       new_cursor := taken_ordinals[cardinality(taken_ordinals)] + 1;
-      INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
-      VALUES (p_operation, p_organization, 'batch_leased', p_owner, jsonb_build_object(
-        'count', cardinality(taken_ordinals), 'first_ordinal', taken_ordinals[1],
-        'last_ordinal', taken_ordinals[cardinality(taken_ordinals)]));
     ELSE
       -- Nothing from the cursor: "no batch" only when no item is pending at all, with this
       -- call's own record added to the row's counters.
@@ -70,9 +68,19 @@ BEGIN
     END IF;
   END IF;
 
-  -- Last: the counters commute and the cursor only moves forward.
+  -- Last: the events (the record's, then the lease's), and the operation row (the counters
+  -- commute and the cursor only moves forward).
   RETURN QUERY
-  WITH moved AS (
+  WITH events AS (
+    INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
+    SELECT p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
+      'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0)
+    UNION ALL
+    SELECT p_operation, p_organization, 'batch_leased', p_owner, jsonb_build_object(
+      'count', cardinality(taken_ordinals), 'first_ordinal', taken_ordinals[1],
+      'last_ordinal', taken_ordinals[cardinality(taken_ordinals)])
+    WHERE lease_state = 'leased'),
+  moved AS (
     UPDATE "assistant_operation" o
     SET completed_count = o.completed_count + done_completed, failed_count = o.failed_count + done_failed,
         state_json = opspad_cursor_forward(o.state_json, new_cursor),

@@ -8,8 +8,8 @@
 -- record rolls back the whole call (OPS01): the caller then sends each lane alone.
 -- One row per lane, in p_owners' order, each with the operation as updated.
 -- Lock order: the operation row (FOR KEY SHARE) → each lane's report's item rows and lease row
--- → the operation row's update lock, held to the commit → the events and the spent lease rows →
--- each lane's next lease row → the operation row's update, last.
+-- → the operation row's update lock, held to the commit → the records' events and the spent lease
+-- rows → each lane's next lease row → the leases' events and the operation row's update, last.
 CREATE OR REPLACE FUNCTION opspad_record_lease_steps(p_operation uuid, p_organization uuid, p_conversation uuid, p_owners text[], p_sizes integer[], p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limits integer[], p_epoch integer)
  RETURNS TABLE(lane_owner text, id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer, item_ids text[], lease text)
  LANGUAGE plpgsql
@@ -35,6 +35,10 @@ DECLARE
   batch_starts integer[] := ARRAY[]::integer[];
   batch_sizes integer[] := ARRAY[]::integer[];
   all_taken text[] := ARRAY[]::text[];
+  leased_owners text[] := ARRAY[]::text[];
+  leased_json jsonb[] := ARRAY[]::jsonb[];
+  owned record;
+  taken record;
 BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
@@ -52,8 +56,9 @@ BEGIN
     IF lane_reasons IS NOT NULL AND NOT EXISTS (SELECT 1 FROM unnest(lane_reasons) AS r WHERE r IS NOT NULL) THEN
       lane_reasons := NULL;
     END IF;
-    SELECT r.done_completed, r.done_failed INTO lane_completed, lane_failed
-    FROM opspad_record_owned(p_operation, p_owners[g], p_ids[first_id:first_id + p_sizes[g] - 1], lane_reasons) r;
+    owned := opspad_record_owned(p_operation, p_owners[g], p_ids[first_id:first_id + p_sizes[g] - 1], lane_reasons);
+    lane_completed := owned.done_completed;
+    lane_failed := owned.done_failed;
     done_completed := done_completed + lane_completed;
     done_failed := done_failed + lane_failed;
     recorded_json := recorded_json || jsonb_build_object('completed', lane_completed, 'failed', lane_failed,
@@ -74,18 +79,19 @@ BEGIN
     taken_ordinals := NULL;
     taken_ids := NULL;
     lease_states := lease_states || 'declined'::text;
-    IF (SELECT u.usual FROM opspad_lease_usual(p_operation, p_owners[g], op.status, op.state_json, p_epoch) u) THEN
-      SELECT t.taken_ordinals, t.taken_ids INTO taken_ordinals, taken_ids
-      FROM opspad_lease_from_cursor(p_operation, p_owners[g], p_lease_seconds, scan_from,
-                                    coalesce(p_limits[g], (op.state_json->>'batch_size')::integer)) t;
+    IF (opspad_lease_usual(p_operation, p_owners[g], op.status, op.state_json, p_epoch)).usual THEN
+      taken := opspad_lease_from_cursor(p_operation, p_owners[g], p_lease_seconds, scan_from,
+                                        coalesce(p_limits[g], (op.state_json->>'batch_size')::integer));
+      taken_ordinals := taken.taken_ordinals;
+      taken_ids := taken.taken_ids;
       IF taken_ordinals IS NOT NULL THEN
         lease_states[g] := 'leased';
         scan_from := taken_ordinals[cardinality(taken_ordinals)] + 1;
         new_cursor := greatest(new_cursor, scan_from);
-        INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
-        VALUES (p_operation, p_organization, 'batch_leased', p_owners[g], jsonb_build_object(
+        leased_owners := leased_owners || p_owners[g];
+        leased_json := leased_json || jsonb_build_object(
           'count', cardinality(taken_ordinals), 'first_ordinal', taken_ordinals[1],
-          'last_ordinal', taken_ordinals[cardinality(taken_ordinals)]));
+          'last_ordinal', taken_ordinals[cardinality(taken_ordinals)]);
       ELSE
         -- Nothing from the cursor: "no batch" only when no item is pending at all, with this
         -- call's own records added to the row's counters.
@@ -103,9 +109,14 @@ BEGIN
     all_taken := all_taken || coalesce(taken_ids, ARRAY[]::text[]);
   END LOOP;
 
-  -- Last: the counters commute and the cursor only moves forward.
+  -- Last, in one statement: the leases' events (in the lanes' order) and the operation row (the
+  -- counters commute and the cursor only moves forward).
   RETURN QUERY
-  WITH moved AS (
+  WITH leased AS (
+    INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
+    SELECT p_operation, p_organization, 'batch_leased', e.owner, e.data
+    FROM unnest(leased_owners, leased_json) WITH ORDINALITY AS e(owner, data, n) ORDER BY e.n),
+  moved AS (
     UPDATE "assistant_operation" o
     SET completed_count = o.completed_count + done_completed, failed_count = o.failed_count + done_failed,
         state_json = opspad_cursor_forward(o.state_json, new_cursor),

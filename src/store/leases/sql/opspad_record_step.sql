@@ -8,8 +8,8 @@
 -- `completed` event, as the worker's complete-if-done would next (the statuses a test holds to
 -- the lifecycle's complete_if_done).
 -- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and the owner's lease
--- row → the operation row's update lock, held to the commit → the events, the spent lease rows
--- and the operation row's update, last (the completion's event after it).
+-- row → the operation row's update lock, held to the commit → the spent lease rows → the events
+-- (the record's, then the completion's) and the operation row's update, last.
 CREATE OR REPLACE FUNCTION opspad_record_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_complete boolean DEFAULT false)
  RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer)
  LANGUAGE plpgsql
@@ -21,6 +21,7 @@ DECLARE
   done_completed integer;
   done_failed integer;
   finishing boolean;
+  owned record;
 BEGIN
   SELECT * INTO op FROM "assistant_operation" o
   WHERE o.id = p_operation AND o.organization_id = p_organization AND o.conversation_id = p_conversation
@@ -28,33 +29,36 @@ BEGIN
   IF NOT FOUND OR NOT opspad_record_usual(op.status, op.state_json, p_ids) THEN
     RETURN;
   END IF;
-  SELECT r.done_completed, r.done_failed INTO done_completed, done_failed
-  FROM opspad_record_owned(p_operation, p_owner, p_ids, p_reasons) r;
-  -- The row's update lock, which the last statement needs anyway, before the spent lease rows
-  -- (leases drop them too, holding it). Whether this record completes the operation is read
-  -- under it: a pause that committed first wins.
+  owned := opspad_record_owned(p_operation, p_owner, p_ids, p_reasons);
+  done_completed := owned.done_completed;
+  done_failed := owned.done_failed;
+  -- The row's update lock, which the last statement needs anyway, before other spent lease rows
+  -- (leases drop them too, holding it; opspad_record_owned has dropped the caller's own, which
+  -- only the caller writes). Whether this record completes the operation is read under it: a
+  -- pause that committed first wins.
   SELECT p_complete AND o.status IN ('active')
          AND o.total_items - o.completed_count - o.failed_count
              - coalesce((o.state_json->>'abandoned_count')::integer, 0) = done_completed + done_failed
   INTO finishing FROM "assistant_operation" o WHERE o.id = p_operation FOR NO KEY UPDATE;
-  INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
-  VALUES (p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
-    'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0));
   DELETE FROM "assistant_operation_lease" WHERE operation_id = p_operation AND remaining <= 0;
-  -- Last: the counters commute.
+  -- Last: the events (the record's, then the completion's), and the operation row (the counters
+  -- commute).
   RETURN QUERY
-  WITH counted AS (
+  WITH events AS (
+    INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
+    SELECT p_operation, p_organization, 'batch_recorded', p_owner, jsonb_build_object(
+      'completed', done_completed, 'failed', done_failed, 'already_recorded', 0, 'lease_conflicts', 0)
+    UNION ALL
+    SELECT p_operation, p_organization, 'completed', 'worker', '{"forced": false, "abandoned": 0}'::jsonb
+    WHERE finishing),
+  counted AS (
     UPDATE "assistant_operation" o
     SET completed_count = o.completed_count + done_completed, failed_count = o.failed_count + done_failed,
         updated_at = now(), status = CASE WHEN finishing THEN 'completed' ELSE o.status END,
         state_json = CASE WHEN finishing THEN o.state_json - '{paused_reason,paused_by}'::text[]
                           ELSE o.state_json END
     WHERE o.id = p_operation
-    RETURNING o.*),
-  completed_event AS (
-    INSERT INTO "operation_event" (operation_id, organization_id, kind, actor, data)
-    SELECT c.id, p_organization, 'completed', 'worker', '{"forced": false, "abandoned": 0}'::jsonb
-    FROM counted c WHERE finishing)
+    RETURNING o.*)
   SELECT c.id, c.conversation_id, c.organization_id, c.operation_type, c.status, c.total_items,
          c.completed_count, c.failed_count, c.state_json, c.created_at, c.updated_at,
          (SELECT coalesce(sum(l.remaining), 0)::integer FROM "assistant_operation_lease" l
