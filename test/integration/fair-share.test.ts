@@ -238,7 +238,7 @@ describe('the fleet-wide decision in Redis', () => {
       },
     );
   });
-  it('sends each view once, whatever the decisions it serves, and keeps one view a process', async () => {
+  it('sends each view once, whatever the decisions it serves, again when it is gone, and keeps one view a process', async () => {
     const base = testKey('lua');
     const keys = fairShareKeys(base, 'lua');
     const store = redisFairShareStore({ commands: () => redis, producer: redis, prefix: base, operationType: 'lua' });
@@ -271,6 +271,10 @@ describe('the fleet-wide decision in Redis', () => {
       expect(await decide(large, job)).toBe(1);
     }
     // 2,000 entries, the count, the weight sum and the sums of one slots-and-weight pair: sent once.
+    expect(await views()).toEqual({ 2003: false });
+    // A view gone from Redis (expired, or Redis restarted empty) is sent again, and decides.
+    await redis.del(...(await redis.keys(keys.view('*'))));
+    expect(await decide(large, 20)).toBe(1);
     expect(await views()).toEqual({ 2003: false });
     // The next view: the one before is left a few seconds, and a decision holding it still decides.
     expect(await decide(viewOf(3), 20)).toBe(1);
