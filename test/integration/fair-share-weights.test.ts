@@ -200,7 +200,9 @@ describe('the waiting view carries weights', () => {
     expect(view.weights.size).toBe(4);
   });
   it('skips the operations that have ended once one read has seen them, vacuum or not', async () => {
-    // One connection, so its own statistics can be flushed between the reads.
+    // One connection, whose pages are counted in its own transaction: the harness's other
+    // connections read the same table meanwhile, and their counts reach the shared statistics
+    // whenever they flush.
     const client = new pg.Client({ connectionString: fileDatabaseUrl() });
     await client.connect();
     try {
@@ -231,15 +233,14 @@ describe('the waiting view carries weights', () => {
       // They end: their rows leave the partial index of active operations only at a vacuum.
       await harness.db.query(`UPDATE assistant_operation SET status = 'completed' WHERE operation_type = $1`, [type]);
       const heapPagesRead = async (): Promise<number> => {
-        await client.query('SELECT pg_stat_force_next_flush()');
         const [row] = (
           await client.query<{ pages: string }>(
-            `SELECT heap_blks_hit + heap_blks_read AS pages FROM pg_statio_user_tables
-             WHERE relname = 'assistant_operation'`,
+            `SELECT pg_stat_get_xact_blocks_fetched('assistant_operation'::regclass) AS pages`,
           )
         ).rows;
         return Number(row?.pages);
       };
+      await client.query('BEGIN');
       const query = { operationType: type, queuePrefix: prefix, batchSize: undefined };
       const before = await heapPagesRead();
       expect((await listWaitingOrganizations(session, query)).waiting).toEqual([]);
