@@ -10,6 +10,7 @@ import { createLogger } from '../../src/logger.ts';
 import { createOpspad } from '../../src/main.ts';
 import { createOperation } from '../../src/store/index.ts';
 import { type BenchContext, itemIds, timed, waitFor } from '../lib/common.ts';
+import { opspadLanes } from './opspad-lanes.ts';
 
 /**
  * opspad with its workers in this process; `run(batch)` → items/s over the plan's item count.
@@ -42,6 +43,7 @@ export async function backgroundRunner(
       notes: null,
       execution: 'background',
       queuePrefix: prefix,
+      maxParallelBatches: opspadLanes(batch),
       actor: 'bench',
     });
     const { ms } = await timed(async () => {

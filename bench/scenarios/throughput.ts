@@ -16,6 +16,7 @@
 import { startRedisCluster } from '../../test/helpers/redis-cluster.ts';
 import { type BenchContext, type Entry, median, round } from '../lib/common.ts';
 import { backgroundRunner } from './background.ts';
+import { opspadLanes } from './opspad-lanes.ts';
 import { loadPeers } from './peers/load.ts';
 import { describeSettings, type PeerName } from './peers/settings.ts';
 import { leaseRecordRunner } from './sql-lease-record.ts';
@@ -169,7 +170,7 @@ function entriesAt(ctx: BenchContext, batch: number, systems: readonly System[],
   add('processes', {
     name: `opspad_background_b${batch}`,
     baseline: `sql_minimal_b${batch}`,
-    note: `demo handler no-op, ${WORKER_PROCESSES} opspad worker processes, 4 lanes, jobs in Redis`,
+    note: `demo handler no-op, ${WORKER_PROCESSES} opspad worker processes, ${opspadLanes(batch)} lanes, jobs in Redis`,
   });
   add('inProcess', {
     name: `opspad_inprocess_b${batch}`,

@@ -15,6 +15,7 @@ import { migrateQueueBackend, openQueueBackend } from '../../src/queue/open-queu
 import { createOperation } from '../../src/store/index.ts';
 import { type OpspadChild, startOpspadChild } from '../lib/child.ts';
 import { type BenchContext, itemIds, timed, waitFor } from '../lib/common.ts';
+import { opspadLanes } from './opspad-lanes.ts';
 
 export const WORKER_PROCESSES = 2;
 
@@ -75,6 +76,7 @@ export async function workerProcessesRunner(
       notes: null,
       execution: 'background',
       queuePrefix: prefix,
+      maxParallelBatches: opspadLanes(batch),
       actor: 'bench',
     });
     const label = `opspad_background_b${batch}${queue === 'redis' ? '' : '_pgqueue'}${operationType === 'demo' ? '' : '_limited'}`;
