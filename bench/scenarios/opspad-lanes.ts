@@ -15,6 +15,12 @@ import { OPERATION_DEFAULTS } from '../../src/domain/operation-input.ts';
 
 const LANES_BY_BATCH: Readonly<Record<number, number>> = { 10: 32, 100: 16 };
 
+/**
+ * The Postgres pool of each opspad process the throughput runs start (OPSPAD_PG_POOL_SIZE): the
+ * systems of a run share the server's connections (worker-processes.ts says why five).
+ */
+export const WORKER_PG_POOL_SIZE = 5;
+
 /** The lanes of an operation of `batch` items a batch in the throughput runs. */
 export function opspadLanes(batch: number): number {
   return LANES_BY_BATCH[batch] ?? OPERATION_DEFAULTS.maxParallelBatches;
