@@ -17,9 +17,9 @@ const LANES_BY_BATCH: Readonly<Record<number, number>> = { 10: 32, 100: 16 };
 
 /**
  * The Postgres pool of each opspad process the throughput runs start (OPSPAD_PG_POOL_SIZE): the
- * systems of a run share the server's connections (worker-processes.ts says why five).
+ * systems of a run share the server’s connections (worker-processes.ts says why three).
  */
-export const WORKER_PG_POOL_SIZE = 5;
+export const WORKER_PG_POOL_SIZE = 3;
 
 /** The lanes of an operation of `batch` items a batch in the throughput runs. */
 export function opspadLanes(batch: number): number {

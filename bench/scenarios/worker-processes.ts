@@ -38,6 +38,8 @@ export async function workerProcessesRunner(
     DATABASE_URL: ctx.databaseUrl,
     ...(queue === 'redis' ? { REDIS_URL: ctx.redisUrl } : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
     OPSPAD_QUEUE_PREFIX: prefix,
+    // The bench's side only adds each operation's lanes: two connections (see the workers' below).
+    OPSPAD_PG_POOL_SIZE: '2',
   });
   await migrateQueueBackend(config, ctx.db);
   const backend = await openQueueBackend(config, ctx.db);
@@ -58,7 +60,7 @@ export async function workerProcessesRunner(
     ...(limited ? { OPSPAD_HANDLERS: LIMITED_DEMO } : {}),
     // The run's systems share one server's connections (max_connections, 100 by default), and a
     // pool keeps its idle ones for 10 s: more lanes would open up to the default ten a process at
-    // each start. Lanes that go together need few (five against ten: the same in runs in turns).
+    // each start. Lanes that go together need few (three, five and ten: the same in runs in turns).
     OPSPAD_PG_POOL_SIZE: String(WORKER_PG_POOL_SIZE),
   };
   const workers: OpspadChild[] = [];
