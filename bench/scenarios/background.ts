@@ -10,7 +10,7 @@ import { createLogger } from '../../src/logger.ts';
 import { createOpspad } from '../../src/main.ts';
 import { createOperation } from '../../src/store/index.ts';
 import { type BenchContext, itemIds, timed, waitFor } from '../lib/common.ts';
-import { opspadLanes, WORKER_PG_POOL_SIZE } from './opspad-lanes.ts';
+import { opspadLanes, RUNNER_PG_POOL_SIZE } from './opspad-settings.ts';
 
 /**
  * opspad with its workers in this process; `run(batch)` → items/s over the plan's item count.
@@ -29,7 +29,7 @@ export async function backgroundRunner(
     ...(queue === 'redis' ? redis : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
     OPSPAD_QUEUE_PREFIX: prefix,
     OPSPAD_LOG_LEVEL: 'warn',
-    OPSPAD_PG_POOL_SIZE: String(WORKER_PG_POOL_SIZE),
+    OPSPAD_PG_POOL_SIZE: String(RUNNER_PG_POOL_SIZE),
   });
   const opspad = await createOpspad({ config, logger: createLogger('warn', 'opspad-bench'), api: false });
   ctx.defer(() => opspad.close());

@@ -16,7 +16,7 @@
 import { startRedisCluster } from '../../test/helpers/redis-cluster.ts';
 import { type BenchContext, type Entry, median, round } from '../lib/common.ts';
 import { backgroundRunner } from './background.ts';
-import { opspadLanes } from './opspad-lanes.ts';
+import { opspadLanes } from './opspad-settings.ts';
 import { loadPeers } from './peers/load.ts';
 import { describeSettings, type PeerName } from './peers/settings.ts';
 import { leaseRecordRunner } from './sql-lease-record.ts';

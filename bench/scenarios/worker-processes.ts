@@ -15,7 +15,7 @@ import { migrateQueueBackend, openQueueBackend } from '../../src/queue/open-queu
 import { createOperation } from '../../src/store/index.ts';
 import { type OpspadChild, startOpspadChild } from '../lib/child.ts';
 import { type BenchContext, itemIds, timed, waitFor } from '../lib/common.ts';
-import { opspadLanes, WORKER_PG_POOL_SIZE } from './opspad-lanes.ts';
+import { DISPATCHER_PG_POOL_SIZE, opspadLanes, RUNNER_PG_POOL_SIZE } from './opspad-settings.ts';
 
 export const WORKER_PROCESSES = 2;
 
@@ -38,8 +38,7 @@ export async function workerProcessesRunner(
     DATABASE_URL: ctx.databaseUrl,
     ...(queue === 'redis' ? { REDIS_URL: ctx.redisUrl } : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
     OPSPAD_QUEUE_PREFIX: prefix,
-    // The bench's side only adds each operation's lanes: two connections (see the workers' below).
-    OPSPAD_PG_POOL_SIZE: '2',
+    OPSPAD_PG_POOL_SIZE: String(DISPATCHER_PG_POOL_SIZE),
   });
   await migrateQueueBackend(config, ctx.db);
   const backend = await openQueueBackend(config, ctx.db);
@@ -58,10 +57,7 @@ export async function workerProcessesRunner(
     OPSPAD_QUEUE_PREFIX: prefix,
     ...(queue === 'redis' ? {} : { OPSPAD_QUEUE_BACKEND: 'postgres' }),
     ...(limited ? { OPSPAD_HANDLERS: LIMITED_DEMO } : {}),
-    // The run's systems share one server's connections (max_connections, 100 by default), and a
-    // pool keeps its idle ones for 10 s: more lanes would open up to the default ten a process at
-    // each start. Lanes that go together need few (three, five and ten: the same in runs in turns).
-    OPSPAD_PG_POOL_SIZE: String(WORKER_PG_POOL_SIZE),
+    OPSPAD_PG_POOL_SIZE: String(RUNNER_PG_POOL_SIZE),
   };
   const workers: OpspadChild[] = [];
   for (let i = 0; i < WORKER_PROCESSES; i++) {
