@@ -339,7 +339,10 @@ async function main(): Promise<number> {
     speed: { before: speedBefore ?? null, after: speedAfter },
     targets: outcome,
   };
-  const outDir = values.quick ? join(RESULTS_DIR, 'quick') : RESULTS_DIR;
+  // The committed charts are the full run's, which docs/performance.md reports: a quick run's or
+  // one of some groups (--only) go beside them, never over them.
+  const chartsFolder = values.quick ? 'quick/' : values.only ? 'partial/' : '';
+  const outDir = join(RESULTS_DIR, chartsFolder);
   writeResults(RESULTS_DIR, entries, meta);
   const where = `${machine.cpus}, ${machine.postgres}, Redis ${machine.redis}`;
   const subtitle = `${where}; ${values.quick ? 'quick run' : `medians of ${plan.repeats} runs`}`;
@@ -358,7 +361,7 @@ async function main(): Promise<number> {
   );
   process.stdout.write(`${formatTable(entries)}\n\n`);
   process.stdout.write(
-    `targets: ${outcome.met} met, ${outcome.missed} missed${outcome.unknown ? `, ${outcome.unknown} not measured` : ''}. Results: bench/results/latest.json${throughput.length + updates.length > 0 ? `, charts in ${values.quick ? 'bench/results/quick/' : 'bench/results/'}` : ''}\n`,
+    `targets: ${outcome.met} met, ${outcome.missed} missed${outcome.unknown ? `, ${outcome.unknown} not measured` : ''}. Results: bench/results/latest.json${throughput.length + updates.length > 0 ? `, charts in bench/results/${chartsFolder}` : ''}\n`,
   );
   return 0;
 }
