@@ -14,6 +14,7 @@ const WRITTEN_BY_RUNS = new Set([
   'bench/results/latest-run.json',
   'bench/results/latest.md',
   'bench/results/quick/',
+  'bench/results/partial/',
   'bench/results/profiles/',
   'test/artifacts/',
 ]);
