@@ -139,6 +139,8 @@ const ORDER = [
   'io_bound_efficiency',
   'io_bound_worker_peak_rss_mb',
   'io_bound_cpu_us_per_item',
+  'webhook_floor_items_per_s',
+  'webhook_floor_efficiency',
   'webhook_items_per_s',
   'webhook_efficiency',
   'webhook_worker_peak_rss_mb',

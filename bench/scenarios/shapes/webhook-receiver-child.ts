@@ -1,18 +1,20 @@
 /**
  * The receiver of the webhook scenario (webhook.ts), in a process of its own so its work is not
  * the bench's: answers every POST with 204 after `latencyMs`, verifies each signature with the
- * Standard Webhooks library a receiver would use, and counts requests, bad signatures and the
- * most requests it held at once.
+ * Standard Webhooks library a receiver would use, and counts requests, bad signatures, the most
+ * requests it held at once and its own CPU time since it was last configured.
  */
 import { once } from 'node:events';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { cpuUsage } from 'node:process';
 import { Webhook } from 'standardwebhooks';
 import { serve } from '../../lib/forked-child.ts';
 
 let latencyMs = 20;
 let verifier: Webhook | undefined;
 const stats = { requests: 0, badSignatures: 0, inFlight: 0, peakInFlight: 0 };
+let cpuSince = cpuUsage();
 
 const server = createServer((req, res) => {
   stats.inFlight++;
@@ -43,9 +45,13 @@ serve(
       latencyMs = Number(args.latencyMs);
       verifier = new Webhook(String(args.secret));
       Object.assign(stats, { requests: 0, badSignatures: 0, peakInFlight: 0 });
+      cpuSince = cpuUsage();
       return { url: `http://127.0.0.1:${port}/hook`, host: `127.0.0.1:${port}` };
     },
-    stats: () => ({ ...stats }),
+    stats: () => {
+      const cpu = cpuUsage(cpuSince);
+      return { ...stats, cpuSeconds: (cpu.user + cpu.system) / 1e6 };
+    },
   },
   async () => {
     server.closeAllConnections();
