@@ -28,6 +28,7 @@ import {
   type ConversationScope,
   type Database,
   getPad,
+  listConversationOperations,
   markReorganized,
   type Queryable,
   type ScratchpadEventStatus,
@@ -61,24 +62,13 @@ export interface ReorganizeOutcome {
   error?: string;
 }
 
-/** Refs for the conversation's most recent operations, so facts can cite where they came from. */
+/** Refs for the conversation's 20 most recent operations, so facts can cite where they came from. */
 async function operationRefs(db: Queryable, scope: ConversationScope): Promise<PadRef[]> {
-  const rows = await db.query<{
-    id: string;
-    operation_type: string;
-    status: string;
-    done: number;
-    total_items: number;
-  }>(
-    `SELECT id, operation_type, status, completed_count + failed_count AS done, total_items
-     FROM assistant_operation WHERE conversation_id = $1 AND organization_id = $2
-     ORDER BY created_at DESC LIMIT 20`,
-    [scope.conversationId, scope.organizationId],
-  );
-  return rows.map((r) => ({
+  const { operations } = await listConversationOperations(db, scope, { limit: 20 });
+  return operations.map((r) => ({
     id: `operation:${r.id}`,
     kind: 'operation',
-    label: `${r.operation_type}, ${r.status}, ${r.done}/${r.total_items} recorded`,
+    label: `${r.operation_type}, ${r.status}, ${r.completed_count + r.failed_count}/${r.total_items} recorded`,
   }));
 }
 

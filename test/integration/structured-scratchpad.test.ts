@@ -291,6 +291,32 @@ describe.each(['openai', 'anthropic'] as const)('reorganization by a model (%s w
     expect((await events(conversation)).map((e) => e.status)).toEqual(['invalid_sources']);
   });
 
+  it("tells the model of the conversation's operations and their progress, and keeps a fact citing one", async () => {
+    const conversation = await seeded();
+    const created = await tenant.op(conversation, {
+      action: 'create',
+      operation_type: 'send_sms',
+      total_items: 3,
+      item_ids: ids(3),
+    });
+    const ref = `operation:${created.body.operation_id as string}`;
+    llm.script = [
+      {
+        kind: 'echo',
+        change: (p) => ({
+          ...p,
+          refs: [...p.refs, { id: ref, kind: 'operation' }],
+          facts: [...p.facts.slice(0, 1), { text: 'three texts to send', source_ref: ref }],
+        }),
+      },
+    ];
+    const outcome = await pad.reorganize(conversation);
+    expect(outcome.body).toMatchObject({ status: 'reorganized', version: 2 });
+    expect(JSON.stringify(llm.requests.at(-1)?.body)).toContain('send_sms, active, 0/3 recorded');
+    const facts = (await pad.get(conversation)).body.scratchpad.facts as { source_ref: string }[];
+    expect(facts.map((f) => f.source_ref)).toContain(ref);
+  });
+
   it('records llm_error when the model API fails, after retrying once', async () => {
     const conversation = await seeded();
     const before = llm.requests.length;
