@@ -50,6 +50,12 @@ export interface CreateOpspadOptions {
   api?: boolean;
   /** Run workers, the reconciler and the reorganization scheduler in this process (default true). */
   workers?: boolean;
+  /**
+   * The application registered an OpenTelemetry SDK of its own: opspad's spans go to it, BullMQ
+   * jobs carry the trace context to the workers, and OTEL_EXPORTER_OTLP_* are not used (default
+   * false).
+   */
+  externalTracing?: boolean;
 }
 
 export interface CreatedApiKey {
@@ -102,6 +108,7 @@ export async function createOpspad(options: CreateOpspadOptions = {}): Promise<O
     handlers: options.handlers,
     api: options.api,
     workers: options.workers,
+    externalTracing: options.externalTracing,
   });
   return {
     url: service.url,
