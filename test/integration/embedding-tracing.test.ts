@@ -6,11 +6,10 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { InMemorySpanExporter, NodeTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-node';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.ts';
 import { createOpspad, defineHandler } from '../../src/index.ts';
-import { fileDatabaseUrl } from '../helpers/file-database.ts';
-import { harnessPrefix } from '../helpers/harness.ts';
+import { embeddedEnv } from '../helpers/embedded-env.ts';
 
 describe('createOpspad with the application’s own OpenTelemetry SDK (postgres)', () => {
   const exporter = new InMemorySpanExporter();
@@ -25,14 +24,7 @@ describe('createOpspad with the application’s own OpenTelemetry SDK (postgres)
 
   it('sends opspad’s spans to it, the workers’ under the request that created the work', async () => {
     const opspad = await createOpspad({
-      env: {
-        DATABASE_URL: fileDatabaseUrl(),
-        REDIS_URL: inject('redisUrl'),
-        OPSPAD_QUEUE_PREFIX: harnessPrefix(),
-        HOST: '127.0.0.1',
-        PORT: '0',
-        OPSPAD_LOG_LEVEL: 'silent',
-      },
+      env: embeddedEnv(),
       externalTracing: true,
       handlers: [defineHandler({ type: 'traced_embedded', async handle() {} })],
     });

@@ -4,20 +4,12 @@
  * by the embedder, and a graceful close.
  */
 import { randomUUID } from 'node:crypto';
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createClient } from '../../src/client/index.ts';
 import { ConfigError, createOpspad, defineHandler } from '../../src/index.ts';
-import { fileDatabaseUrl } from '../helpers/file-database.ts';
-import { harnessPrefix } from '../helpers/harness.ts';
+import { embeddedEnv } from '../helpers/embedded-env.ts';
 
-const env = () => ({
-  DATABASE_URL: fileDatabaseUrl(),
-  REDIS_URL: inject('redisUrl'),
-  OPSPAD_QUEUE_PREFIX: harnessPrefix(),
-  HOST: '127.0.0.1',
-  PORT: '0',
-  OPSPAD_LOG_LEVEL: 'silent',
-});
+const env = embeddedEnv;
 
 describe('createOpspad from the package entry (postgres)', () => {
   it('refuses an invalid setting with a ConfigError naming it, before opening anything', async () => {
