@@ -9,11 +9,9 @@ import { createClient } from '../../src/client/index.ts';
 import { ConfigError, createOpspad, defineHandler } from '../../src/index.ts';
 import { embeddedEnv } from '../helpers/embedded-env.ts';
 
-const env = embeddedEnv;
-
 describe('createOpspad from the package entry (postgres)', () => {
   it('refuses an invalid setting with a ConfigError naming it, before opening anything', async () => {
-    const refused = createOpspad({ env: { ...env(), PORT: 'eighty' } });
+    const refused = createOpspad({ env: { ...embeddedEnv(), PORT: 'eighty' } });
     await expect(refused).rejects.toBeInstanceOf(ConfigError);
     await expect(refused).rejects.toThrow(/PORT: must be a port number/);
   });
@@ -21,7 +19,7 @@ describe('createOpspad from the package entry (postgres)', () => {
   it('runs handlers given in code beside the built-ins, and makes API keys that work', async () => {
     const handled: string[] = [];
     const opspad = await createOpspad({
-      env: env(),
+      env: embeddedEnv(),
       handlers: [
         defineHandler({
           type: 'embedded',
@@ -56,13 +54,17 @@ describe('createOpspad from the package entry (postgres)', () => {
 
   it('serves no API with api: false, and then reads none of its settings', async () => {
     // Too short for the operator pages, which this process does not serve: not its concern.
-    const opspad = await createOpspad({ env: { ...env(), OPSPAD_ADMIN_PASSWORD: 'abc' }, api: false, workers: false });
+    const opspad = await createOpspad({
+      env: { ...embeddedEnv(), OPSPAD_ADMIN_PASSWORD: 'abc' },
+      api: false,
+      workers: false,
+    });
     try {
       expect(opspad.url).toBeUndefined();
     } finally {
       await opspad.close();
     }
-    const serving = createOpspad({ env: { ...env(), OPSPAD_ADMIN_PASSWORD: 'abc' }, workers: false });
+    const serving = createOpspad({ env: { ...embeddedEnv(), OPSPAD_ADMIN_PASSWORD: 'abc' }, workers: false });
     await expect(serving).rejects.toBeInstanceOf(ConfigError);
     await expect(serving).rejects.toThrow(/OPSPAD_ADMIN_PASSWORD: must be at least 8 characters/);
   });
