@@ -157,6 +157,30 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     expect(found.batch).toEqual(ids(6).slice(0, 3));
   });
 
+  it('never leases what a live lease holds past the cursor, whatever the order of its ordinals', async () => {
+    const { scope, operationId } = await newOperation(40, 15);
+    // One owner's lease extended behind what it held (as a general lease taken behind the cursor
+    // extends it): its ordinals are 20..24 then 0..4, so its highest is not its last.
+    for (const ordinals of [
+      [20, 21, 22, 23, 24],
+      [0, 1, 2, 3, 4],
+    ]) {
+      await db.query('SELECT opspad_write_lease($1, $2, $3, 300)', [operationId, 'early', ordinals]);
+    }
+    const [row] = await db.query<{ max_ordinal: number }>(
+      'SELECT max_ordinal FROM assistant_operation_lease WHERE operation_id = $1 AND owner = $2',
+      [operationId, 'early'],
+    );
+    expect(row?.max_ordinal).toBe(24);
+    // The cursor stands behind that lease (as a lease alone on the operation can set it back).
+    await db.query(
+      `UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', '10') WHERE id = $1`,
+      [operationId],
+    );
+
+    const lease = await leaseStep(db, scope, { operationId, owner: 'late', leaseSeconds: 300 });
+    expect(lease?.batch).toEqual([...ids(40).slice(10, 20), ...ids(40).slice(25, 30)]);
+  });
   it('completes an operation with every item recorded in one statement, and leaves every other case to the transaction', async () => {
     const { db: counted, statements } = counting(db);
     for (const status of OPERATION_STATUS) {

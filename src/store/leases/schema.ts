@@ -9,6 +9,8 @@ import { assistantOperation } from '../operations/schema.ts';
  * still holds (`remaining`: the operation's in-flight count is the sum), and until when. A
  * handful of rows per operation whatever its size, so renewing a batch, counting what is in
  * flight and finding expired leases never read item rows other than the batch's own.
+ * `max_ordinal` bounds `ordinals` from above (a release of some leaves it as it was): a lease
+ * from the cursor asks whether any live lease reaches past it without reading their ordinals.
  */
 export const assistantOperationLease = pgTable(
   'assistant_operation_lease',
@@ -20,6 +22,7 @@ export const assistantOperationLease = pgTable(
     ordinals: integer('ordinals').array().notNull(),
     remaining: integer('remaining').notNull(),
     expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+    maxOrdinal: integer('max_ordinal').notNull(),
   },
   (t) => [primaryKey({ columns: [t.operationId, t.owner], name: 'pk_assistant_operation_lease' })],
 );

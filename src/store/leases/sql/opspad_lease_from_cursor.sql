@@ -10,17 +10,19 @@
 -- When a live lease holds an ordinal at or past the scan's start (the cursor went back), the
 -- general statement decides (opspad_lease_items: live leases hashed, rows SKIP LOCKED).
 -- Lock order: the owner's lease row (the operation row is the caller's).
--- Cost: the batch's rows by primary key from the cursor, and the live leases' ordinals (one lease
--- per lane) read once. Measured on four connections leasing and recording one operation, a
--- lease that locked each row and hashed the live leases per candidate was most of a call's time.
+-- Cost: the batch's rows by primary key from the cursor, and the live lease rows (one per lane)
+-- by the operation's key, their max_ordinal only. Measured on four connections leasing and
+-- recording one operation, a lease that locked each row and hashed the live leases per candidate
+-- was most of a call's time; reading every live lease's ordinals to ask whether one reaches past
+-- the cursor took 145 µs a lease at batch 100 with 32 lanes, against 10 µs for the rows alone.
 CREATE OR REPLACE FUNCTION opspad_lease_from_cursor(p_operation uuid, p_owner text, p_lease_seconds double precision, p_from integer, p_limit integer, OUT taken_ordinals integer[], OUT taken_ids text[])
  RETURNS record
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
 BEGIN
-  IF EXISTS (SELECT 1 FROM "assistant_operation_lease" l, unnest(l.ordinals) AS h(o)
-             WHERE l.operation_id = p_operation AND l.remaining > 0 AND h.o >= p_from) THEN
+  IF EXISTS (SELECT 1 FROM "assistant_operation_lease" l
+             WHERE l.operation_id = p_operation AND l.remaining > 0 AND l.max_ordinal >= p_from) THEN
     SELECT array_agg(t.leased_ordinal ORDER BY t.leased_ordinal), array_agg(t.leased_item_id ORDER BY t.leased_ordinal)
     INTO taken_ordinals, taken_ids
     FROM opspad_lease_items(p_operation, p_owner, p_lease_seconds, p_from, p_limit, true) t;
