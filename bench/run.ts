@@ -21,7 +21,9 @@
  *           alone: 1,000,000 ids, their copy floor, 1,000,000 UUIDs sorted and not), worker (memory, and what traces
  *           cost a worker), shapes (a slow provider through the demo and webhook handlers, many
  *           small operations over HTTP), export (an operation's results file of 1,000,000 items,
- *           and the server's RSS meanwhile), scale (an operation of 10,000,000 ids; small in --quick)
+ *           and the server's RSS meanwhile), scale (an operation of 10,000,000 ids; small in --quick);
+ *           and, only when named, statements (where a batch's server time goes: pg_stat_statements
+ *           on a cluster of the run's own, printed, not in the table: statements.ts)
  * --profile start the opspad processes with --cpu-prof (profiles in bench/results/profiles)
  * --cpu     log the CPU each throughput run spent an item, by process group (Postgres, opspad's
  *           workers, the peers' workers, Redis, the bench): cpu-split.ts; Linux only
@@ -51,6 +53,7 @@ import { benchScale } from './scenarios/scale.ts';
 import { benchIoBound } from './scenarios/shapes/io-bound.ts';
 import { benchManyOps } from './scenarios/shapes/many-ops.ts';
 import { benchWebhook } from './scenarios/shapes/webhook.ts';
+import { benchStatements } from './scenarios/statements.ts';
 import { benchThroughput, type ThroughputCharts } from './scenarios/throughput.ts';
 import { benchTracing } from './scenarios/tracing.ts';
 import { benchWorkerRss } from './scenarios/worker-rss.ts';
@@ -69,6 +72,8 @@ const GROUPS = [
   'export',
   'scale',
 ] as const;
+/** Groups that run only when named (--only): not figures of the table. */
+const NAMED_ONLY = ['statements'] as const;
 
 /** The order entries appear in the table, whatever order they were measured in. */
 const ORDER = [
@@ -166,8 +171,8 @@ async function main(): Promise<number> {
   const plan = values.quick ? QUICK_PLAN : FULL_PLAN;
   const only = new Set(values.only ? values.only.split(',').map((s) => s.trim()) : GROUPS);
   for (const group of only) {
-    if (!(GROUPS as readonly string[]).includes(group)) {
-      throw new Error(`--only: unknown scenario group "${group}" (groups: ${GROUPS.join(', ')})`);
+    if (![...GROUPS, ...NAMED_ONLY].includes(group as (typeof GROUPS)[number])) {
+      throw new Error(`--only: unknown scenario group "${group}" (groups: ${[...GROUPS, ...NAMED_ONLY].join(', ')})`);
     }
   }
   const began = Date.now();
@@ -321,6 +326,9 @@ async function main(): Promise<number> {
     if (only.has('scale')) {
       await settle('scale');
       entries.push(...(await benchScale(ctx)));
+    }
+    if (only.has('statements')) {
+      await benchStatements(ctx);
     }
   } finally {
     await cleanup();

@@ -64,12 +64,17 @@ export function clusterFolder(tag: string): string {
   return folder;
 }
 
-export async function startPostgresCluster(tag: string): Promise<PostgresCluster> {
+/** `settings`: more server settings (`-c name=value`), such as a preloaded library. */
+export async function startPostgresCluster(
+  tag: string,
+  settings: Readonly<Record<string, string>> = {},
+): Promise<PostgresCluster> {
   const folder = clusterFolder(tag);
   const data = join(folder, 'data');
   const port = await sparePort();
   // The socket goes in the cluster's folder: the system's socket folder may not be writable.
-  const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${folder} -c max_connections=200`;
+  const more = Object.entries(settings).map(([name, value]) => ` -c ${name}=${value}`);
+  const options = `-p ${port} -c listen_addresses=127.0.0.1 -k ${folder} -c max_connections=200${more.join('')}`;
   let running = false;
   const url = `postgresql://postgres@127.0.0.1:${port}/opspad`;
   const start = () => {
