@@ -93,10 +93,10 @@ export async function benchContext(ctx: BenchContext, organizationId: string): P
     );
     // Each operation's next 5 items leased as the assistant's batch: a lease row names them.
     await tx.query(
-      `INSERT INTO assistant_operation_lease (operation_id, owner, ordinals, remaining, expires_at)
+      `INSERT INTO assistant_operation_lease (operation_id, owner, ordinals, remaining, expires_at, max_ordinal)
        SELECT o.id, 'assistant',
          ARRAY(SELECT generate_series(o.completed_count + o.failed_count, o.completed_count + o.failed_count + 4)),
-         5, now() + interval '1 hour'
+         5, now() + interval '1 hour', o.completed_count + o.failed_count + 4
        FROM assistant_operation o WHERE o.conversation_id = $1`,
       [scope.conversationId],
     );
