@@ -398,6 +398,67 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
     ).toEqual([]);
   });
 
+  it('records a whole lease named by its first id and size, and nothing when the name does not fit', async () => {
+    const { scope, operationId } = await newOperation(12, 4);
+    const first = await leaseBatch(db, scope, { operationId, owner: 'job-1', leaseSeconds: 300 });
+    const whole = (firstId: string, size: number, extra: { reasons?: (string | null)[] } = {}) =>
+      recordLeaseStep(db, scope, {
+        operationId,
+        owner: 'job-1',
+        ids: [firstId],
+        reasons: extra.reasons ?? null,
+        whole: size,
+        leaseSeconds: 300,
+      });
+    const unchanged = async () => {
+      const before = { items: await itemRows(operationId), events: await events(operationId) };
+      return async () => {
+        expect(await itemRows(operationId)).toEqual(before.items);
+        expect(await events(operationId)).toEqual(before.events);
+      };
+    };
+
+    // A name that does not fit the lease is refused, changing nothing: another first id, another
+    // size, a reason, a first id of the lease's that is not its first.
+    let check = await unchanged();
+    expect(await whole(first.batch[1] as string, 4)).toBeNull();
+    expect(await whole(first.batch[0] as string, 3)).toBeNull();
+    expect(await whole(first.batch[0] as string, 5)).toBeNull();
+    expect(await whole(first.batch[0] as string, 4, { reasons: ['refused'] })).toBeNull();
+    await check();
+
+    const recorded = await whole(first.batch[0] as string, 4);
+    expect(recorded?.next).toEqual({ kind: 'leased', batch: ids(12).slice(4, 8) });
+    expect(recorded?.counts).toMatchObject({ completed_count: 4, remaining_count: 8, in_flight_count: 4 });
+
+    // The same report again (a repeated call) names the batch before: refused, so the lease the
+    // first call took, of the same size, is not recorded in its place.
+    check = await unchanged();
+    expect(await whole(first.batch[0] as string, 4)).toBeNull();
+    await check();
+
+    // One row of the lease recorded meanwhile (as a worker that took it over after an expiry
+    // would): the range is no longer the lease's own, refused.
+    await db.query(
+      `UPDATE assistant_operation_item SET status = 'completed' WHERE operation_id = $1 AND item_id = $2`,
+      [operationId, ids(12)[6]],
+    );
+    check = await unchanged();
+    expect(await whole(ids(12)[4] as string, 4)).toBeNull();
+    await check();
+
+    expect((await itemRows(operationId)).map((row) => row.status)).toEqual([
+      ...['completed', 'completed', 'completed', 'completed'],
+      ...['leased', 'leased', 'completed', 'leased'],
+      ...['pending', 'pending', 'pending', 'pending'],
+    ]);
+    expect((await events(operationId)).map((event) => [event.kind, event.data])).toEqual([
+      ['batch_leased', { count: 4, first_ordinal: 0, last_ordinal: 3 }],
+      ['batch_recorded', { completed: 4, failed: 0, already_recorded: 0, lease_conflicts: 0 }],
+      ['batch_leased', { count: 4, first_ordinal: 4, last_ordinal: 7 }],
+    ]);
+  });
+
   it('records and leaves the lease to the caller when the lease is not the usual case', async () => {
     const { scope, operationId } = await newOperation(12, 3);
     const mine = await leaseBatch(db, scope, { operationId, owner: 'job-1', leaseSeconds: 300 });

@@ -47,7 +47,8 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
         failed = [],
         batchSize: next,
         via = db,
-      }: { failed?: { id: string; reason: string }[]; batchSize?: number; via?: Database } = {},
+        whole = false,
+      }: { failed?: { id: string; reason: string }[]; batchSize?: number; via?: Database; whole?: boolean } = {},
     ) =>
       recordResults(via, scope, {
         operationId,
@@ -55,6 +56,7 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
         failed,
         owner,
         leaseNext: { ...LEASE, ...(next === undefined ? {} : { batchSize: next }) },
+        ...(whole ? { wholeLease: { firstId: (batches.get(owner) as string[])[0] as string } } : {}),
       });
     return { scope, operationId, batches, record };
   };
@@ -112,6 +114,34 @@ describe.each(ENGINES)('lanes recording together on %s', (engine) => {
       [operationId],
     );
     expect(leasedEvents.slice(4)).toHaveLength(4); // one per lane's next batch
+  });
+
+  it('records lanes that name their whole leases in one call, and refuses the same names again', async () => {
+    const owners = ['a', 'b', 'c', 'd'];
+    const { operationId, record } = await withLanes(40, 4, owners);
+    const { db: counted, statements } = counting(db);
+
+    const results = await Promise.all(owners.map((owner) => record(owner, { via: counted, whole: true })));
+    expect(statements()).toBe(2); // a alone, then b, c and d together
+    const tx = await recordTransactions(operationId);
+    expect(new Set(['b', 'c', 'd'].map((owner) => tx.get(owner))).size).toBe(1);
+    const next = results.map((result) => (result.next?.kind === 'leased' ? result.next.batch : []));
+    expect(next.flat().sort()).toEqual(ids(40).slice(16, 32).sort());
+    expect(await operationRow(operationId)).toMatchObject({ completed_count: 16, cursor: 32 });
+
+    // The same names again (each lane now holds its next batch, of the same size): every lane
+    // is refused by the grouped call and alone, and the general path finds its ids recorded.
+    const again = await Promise.all(owners.map((owner) => record(owner, { whole: true })));
+    for (const result of again) {
+      expect(result.alreadyRecorded).toHaveLength(4);
+      expect(result.next).toBeUndefined();
+    }
+    expect(await operationRow(operationId)).toMatchObject({ completed_count: 16, cursor: 32 });
+    const leases = await db.query<{ owner: string; remaining: number }>(
+      'SELECT owner, remaining FROM assistant_operation_lease WHERE operation_id = $1 ORDER BY owner',
+      [operationId],
+    );
+    expect(leases).toEqual(owners.map((owner) => ({ owner, remaining: 4 })));
   });
 
   it('lets each lane go alone when one of the group may not record, the others counted once', async () => {

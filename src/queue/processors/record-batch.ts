@@ -32,6 +32,8 @@ export async function recordBatch(
     owner: string;
     handler: Handler;
     outcome: Pick<BudgetedOutcome, 'completed' | 'failed'>;
+    /** The batch as it was leased, in ordinal order. */
+    leased: readonly string[];
     logger: Logger;
     /** Given when the job takes the lane's next batch: the call leases it too. */
     nextStop: Prefetched['stop'] | undefined;
@@ -54,6 +56,12 @@ export async function recordBatch(
           completedIds: outcome.completed,
           failed: outcome.failed,
           owner: args.owner,
+          // Every item of the batch completed (the outcome holds each item of it at most once):
+          // the call names the lease instead of sending its ids.
+          wholeLease:
+            outcome.failed.length === 0 && outcome.completed.length === args.leased.length
+              ? { firstId: args.leased[0] as string }
+              : undefined,
           leaseNext: nextStop
             ? {
                 leaseSeconds: deps.leaseSeconds,

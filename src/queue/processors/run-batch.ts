@@ -337,6 +337,7 @@ async function runStep(
         owner,
         handler,
         outcome,
+        leased: lease.batch,
         logger,
         nextStop,
         nextBatchSize: nextGrant,

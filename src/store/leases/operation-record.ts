@@ -48,6 +48,13 @@ export interface RecordParams {
    * completes the active operation (its status then says so); the general path never does.
    */
   completeWhenDone?: boolean;
+  /**
+   * A worker whose report is every item of its lease, completed (it checked its outcome against
+   * the batch it leased), gives the batch's first id: with `leaseNext`, the call names the lease
+   * by it and the report's size instead of sending every id (opspad_record_owned). The server
+   * still records only if the lease's rows are exactly those; the general path gets every id.
+   */
+  wholeLease?: { firstId: string };
 }
 
 export interface RecordResult extends RecordMisses {
@@ -71,10 +78,14 @@ export async function recordResults(
     reasons: report.failedIds.length === 0 ? null : [...report.completedIds.map(() => null), ...report.failedReasons],
     completeWhenDone: params.completeWhenDone,
   };
+  const whole =
+    params.wholeLease && report.failedIds.length === 0
+      ? { ids: [params.wholeLease.firstId], whole: report.completedIds.length }
+      : undefined;
   const step =
     report.requested.length > 0 &&
     (params.leaseNext
-      ? await recordLeaseGrouped(db, scope, { ...call, ...params.leaseNext })
+      ? await recordLeaseGrouped(db, scope, { ...call, ...whole, ...params.leaseNext })
       : await recordStep(db, scope, call));
   if (step) {
     return { ...step, alreadyRecorded: [], leaseConflicts: [] };

@@ -43,7 +43,9 @@ export type StepRow = OperationRecord & { in_flight: number };
 
 const LEASE_STEP_SQL = prepared('SELECT * FROM opspad_lease_step($1, $2, $3, $4, $5, $6, $7)');
 const RECORD_STEP_SQL = prepared('SELECT * FROM opspad_record_step($1, $2, $3, $4, $5, $6, $7)');
-const RECORD_LEASE_STEP_SQL = prepared('SELECT * FROM opspad_record_lease_step($1, $2, $3, $4, $5, $6, $7, $8, $9)');
+const RECORD_LEASE_STEP_SQL = prepared(
+  'SELECT * FROM opspad_record_lease_step($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
+);
 
 export interface RecordReportParams {
   operationId: string;
@@ -53,6 +55,11 @@ export interface RecordReportParams {
   reasons: readonly (string | null)[] | null;
   /** A worker's record: one that leaves nothing to record completes the active operation too. */
   completeWhenDone?: boolean;
+  /**
+   * The report is the whole of the owner's lease, this many items, all completed: `ids` holds
+   * only the lease's first id (opspad_record_owned's p_whole). Only {@link recordLeaseStep}.
+   */
+  whole?: number;
 }
 
 export interface NextLeaseParams {
@@ -145,6 +152,7 @@ export async function recordLeaseStep(
       params.leaseSeconds,
       params.batchSize ?? null,
       params.epoch ?? null,
+      params.whole ?? null,
     ],
   );
   const row = rows?.[0];

@@ -14,7 +14,7 @@
  *
  * Nothing waits for a group to fill: a lane alone goes at once, as before; a lane arriving while
  * its operation's call is in flight joins the next call, sent the moment that one answers. A
- * group holds at most GROUP_MAX_IDS ids (at 1,000 items a batch, lanes gain nothing by going
+ * group holds at most GROUP_MAX_ITEMS items (at 1,000 items a batch, lanes gain nothing by going
  * together). If the group's call declines, one of its ids may not be recorded (a late worker,
  * a report the general path must decide) or it fails, it rolls back whole and each lane goes
  * alone. The lanes' answers are their own calls' but for two things: each carries the operation
@@ -36,12 +36,18 @@ import {
   type StepRow,
 } from './step-calls.ts';
 
-/** The most ids a grouped call carries; a lane whose batch is larger goes in a call of its own. */
-export const GROUP_MAX_IDS = 1000;
+/**
+ * The most items a grouped call records (a whole lease counts its items, not its one id); a lane
+ * whose batch is larger goes in a call of its own.
+ */
+export const GROUP_MAX_ITEMS = 1000;
 
 const RECORD_LEASE_STEPS_SQL = prepared(
-  'SELECT * FROM opspad_record_lease_steps($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)',
+  'SELECT * FROM opspad_record_lease_steps($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)',
 );
+
+/** The items a lane's report records: its ids, or its whole lease's size. */
+const itemsOf = (params: RecordLeaseParams) => params.whole ?? params.ids.length;
 
 /** What a lane asks and is answered: those of its own call, recordLeaseStep. */
 export type RecordLeaseParams = RecordReportParams & NextLeaseParams;
@@ -100,14 +106,14 @@ function sendNext(db: Queryable, groups: Map<string, Group>, key: string, group:
     return;
   }
   const members: Waiting[] = [];
-  let ids = 0;
+  let items = 0;
   while (group.waiting.length > 0) {
     const next = group.waiting[0] as Waiting;
-    if (members.length > 0 && ids + next.params.ids.length > GROUP_MAX_IDS) {
+    if (members.length > 0 && items + itemsOf(next.params) > GROUP_MAX_ITEMS) {
       break;
     }
     members.push(next);
-    ids += next.params.ids.length;
+    items += itemsOf(next.params);
     group.waiting.shift();
   }
   void sendGroup(db, group.scope, members).finally(() => sendNext(db, groups, key, group));
@@ -144,7 +150,10 @@ async function sendGroup(db: Queryable, scope: ConversationScope, members: Waiti
   });
 }
 
-/** The grouped call's arguments: the lanes' owners, their reports flattened in order, sizes, limits. */
+/**
+ * The grouped call's arguments: the lanes' owners, their reports flattened in order, sizes,
+ * limits, and which reports are whole leases.
+ */
 function groupArguments(scope: ConversationScope, members: readonly Waiting[]): unknown[] {
   const first = (members[0] as Waiting).params;
   const anyFailed = members.some((member) => member.params.reasons !== null);
@@ -159,5 +168,8 @@ function groupArguments(scope: ConversationScope, members: readonly Waiting[]): 
     first.leaseSeconds,
     members.map((member) => member.params.batchSize ?? null),
     first.epoch ?? null,
+    members.some((member) => member.params.whole !== undefined)
+      ? members.map((member) => member.params.whole ?? null)
+      : null,
   ];
 }

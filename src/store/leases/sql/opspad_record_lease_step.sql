@@ -3,11 +3,12 @@
 -- commits once. Declines (no row, nothing changed) exactly when opspad_record_step would. When
 -- the record goes through but the lease is not the usual case, the record stands and `lease` says
 -- 'declined' (the caller leases on its own); 'none': no item is pending at all (the cursor moves
--- to the end); 'leased' comes with the batch's ids.
+-- to the end); 'leased' comes with the batch's ids. p_whole: the report is the caller's whole
+-- lease, named by its size and first id (opspad_record_owned).
 -- Lock order: the operation row (FOR KEY SHARE) → the report's item rows and the owner's lease
 -- row → the operation row's update lock, held to the commit → the spent lease rows → the owner's
 -- next lease row → the events and the operation row's update, last.
-CREATE OR REPLACE FUNCTION opspad_record_lease_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limit integer, p_epoch integer)
+CREATE OR REPLACE FUNCTION opspad_record_lease_step(p_operation uuid, p_organization uuid, p_conversation uuid, p_owner text, p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limit integer, p_epoch integer, p_whole integer DEFAULT NULL::integer)
  RETURNS TABLE(id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer, item_ids text[], lease text)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
@@ -31,7 +32,7 @@ BEGIN
   IF NOT FOUND OR NOT opspad_record_usual(op.status, op.state_json, p_ids) THEN
     RETURN;
   END IF;
-  owned := opspad_record_owned(p_operation, p_owner, p_ids, p_reasons);
+  owned := opspad_record_owned(p_operation, p_owner, p_ids, p_reasons, p_whole);
   done_completed := owned.done_completed;
   done_failed := owned.done_failed;
 

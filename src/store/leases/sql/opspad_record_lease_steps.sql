@@ -2,15 +2,16 @@
 -- what a worker process sends when its lanes of one operation finish batches while a call of
 -- theirs is in flight (step-groups.ts). Lane g owns p_owners[g] and reported the next
 -- p_sizes[g] ids of p_ids (with their p_reasons, or null: all completed); it leases at most
--- p_limits[g] items (null: the operation's batch size). Each lane is recorded and leased exactly
--- as opspad_record_lease_step does it; a lane's scan starts after the batch the lane before it
--- took. Declines (no row, nothing changed) when opspad_record_step would; an id a lane may not
+-- p_limits[g] items (null: the operation's batch size); p_wholes[g] (p_wholes null: none): its
+-- report is its whole lease, that many items named by its one id (opspad_record_owned's p_whole).
+-- Each lane is recorded and leased exactly as opspad_record_lease_step does it; a lane's scan
+-- starts after the batch the lane before it took. Declines (no row, nothing changed) when opspad_record_step would; an id a lane may not
 -- record rolls back the whole call (OPS01): the caller then sends each lane alone.
 -- One row per lane, in p_owners' order, each with the operation as updated.
 -- Lock order: the operation row (FOR KEY SHARE) → each lane's report's item rows and lease row
 -- → the operation row's update lock, held to the commit → the records' events and the spent lease
 -- rows → each lane's next lease row → the leases' events and the operation row's update, last.
-CREATE OR REPLACE FUNCTION opspad_record_lease_steps(p_operation uuid, p_organization uuid, p_conversation uuid, p_owners text[], p_sizes integer[], p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limits integer[], p_epoch integer)
+CREATE OR REPLACE FUNCTION opspad_record_lease_steps(p_operation uuid, p_organization uuid, p_conversation uuid, p_owners text[], p_sizes integer[], p_ids text[], p_reasons text[], p_lease_seconds double precision, p_limits integer[], p_epoch integer, p_wholes integer[] DEFAULT NULL::integer[])
  RETURNS TABLE(lane_owner text, id uuid, conversation_id uuid, organization_id uuid, operation_type character varying, status character varying, total_items integer, completed_count integer, failed_count integer, state_json jsonb, created_at timestamp with time zone, updated_at timestamp with time zone, in_flight integer, item_ids text[], lease text)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
@@ -56,7 +57,8 @@ BEGIN
     IF lane_reasons IS NOT NULL AND NOT EXISTS (SELECT 1 FROM unnest(lane_reasons) AS r WHERE r IS NOT NULL) THEN
       lane_reasons := NULL;
     END IF;
-    owned := opspad_record_owned(p_operation, p_owners[g], p_ids[first_id:first_id + p_sizes[g] - 1], lane_reasons);
+    owned := opspad_record_owned(p_operation, p_owners[g], p_ids[first_id:first_id + p_sizes[g] - 1], lane_reasons,
+                                 p_wholes[g]);
     lane_completed := owned.done_completed;
     lane_failed := owned.done_failed;
     done_completed := done_completed + lane_completed;
