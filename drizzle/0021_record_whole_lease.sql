@@ -33,7 +33,9 @@ BEGIN
       WHERE i.operation_id = p_operation AND i.ordinal >= owned[1] AND i.ordinal <= owned[p_whole]
         AND i.status = 'pending'
       RETURNING i.ordinal, i.item_id)
+    -- Every row recorded is the lease's ordinal at its place: with the count, the lease is the range.
     SELECT count(*)::integer, 0, coalesce(bool_or(r.ordinal = owned[1] AND r.item_id::text = p_ids[1]), false)
+                                 AND coalesce(bool_and(owned[r.ordinal - owned[1] + 1] = r.ordinal), false)
     INTO done_completed, done_failed, ids_match FROM recorded r;
     IF done_completed <> p_whole OR NOT ids_match THEN
       RAISE EXCEPTION 'not every id of the report was recordable' USING ERRCODE = 'OPS01';

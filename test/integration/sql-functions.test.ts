@@ -93,6 +93,20 @@ describe('a freshly migrated Postgres database', () => {
     expect(rows).toEqual([]); // no such operation: declined, nothing written
   });
 
+  it('answers the record-and-lease steps as the release before called them, without the whole lease', async () => {
+    // Migration 0021 replaced them in one transaction with a last argument that defaults to null.
+    const single = await client.query(
+      'SELECT * FROM opspad_record_lease_step(gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), $1, $2, NULL, 300, NULL, NULL)',
+      ['worker', ['a']],
+    );
+    const grouped = await client.query(
+      `SELECT * FROM opspad_record_lease_steps(gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), $1, $2, $3, NULL,
+                                               300, ARRAY[NULL]::int[], NULL)`,
+      [['worker'], [1], ['a']],
+    );
+    expect([single.rows, grouped.rows]).toEqual([[], []]); // no such operation: declined
+  });
+
   it('inlines the SQL helpers where they are called, so no call plans their body again', async () => {
     // A SQL function is inlined only when its body is no more volatile than it says: a stable
     // call such as to_jsonb in an IMMUTABLE helper made every step call parse and plan it.
@@ -119,6 +133,46 @@ describe('a freshly migrated Postgres database', () => {
     }
     const { rows } = await client.query<FunctionRow>(LIST_FUNCTIONS_SQL);
     expectFilesMatch(rows);
+  });
+});
+
+describe('a database a newer release has migrated', () => {
+  it('keeps its functions when a process of an older release starts on it', async () => {
+    const database = await privatePostgresDatabase('functions_newer');
+    const client = new pg.Client({ connectionString: database.url });
+    await client.connect();
+    try {
+      // The newer release's migration, and a function of its own beside ours.
+      await client.query(
+        `INSERT INTO drizzle.__drizzle_migrations (hash, created_at)
+         SELECT 'a newer release', max(created_at) + 1 FROM drizzle.__drizzle_migrations`,
+      );
+      const newer = `CREATE OR REPLACE FUNCTION opspad_delete_operation_items() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$`;
+      await client.query(newer);
+      const db = createPostgresDatabase({ connectionString: database.url, poolSize: 1 });
+      try {
+        await runMigrations(db);
+      } finally {
+        await db.close();
+      }
+      const { rows } = await client.query<FunctionRow>(
+        `SELECT proname AS name, pg_get_functiondef(oid) AS definition FROM pg_proc WHERE proname = 'opspad_delete_operation_items'`,
+      );
+      expect(rows[0]?.definition).toContain('RETURN NULL; END');
+
+      // Once the process knows every migration the database applied, its files apply again.
+      await client.query(`DELETE FROM drizzle.__drizzle_migrations WHERE hash = 'a newer release'`);
+      const again = createPostgresDatabase({ connectionString: database.url, poolSize: 1 });
+      try {
+        await runMigrations(again);
+      } finally {
+        await again.close();
+      }
+      expectFilesMatch((await client.query<FunctionRow>(LIST_FUNCTIONS_SQL)).rows);
+    } finally {
+      await client.end();
+      await database.drop();
+    }
   });
 });
 

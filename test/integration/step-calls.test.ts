@@ -159,8 +159,8 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
 
   it('never leases what a live lease holds past the cursor, whatever the order of its ordinals', async () => {
     const { scope, operationId } = await newOperation(40, 15);
-    // One owner's lease extended behind what it held (as a general lease taken behind the cursor
-    // extends it): its ordinals are 20..24 then 0..4, so its highest is not its last.
+    // One owner's lease row holding 20..24 then 0..4 (written by the one statement that writes
+    // lease rows, extending a row as it does): its highest ordinal is not its last.
     for (const ordinals of [
       [20, 21, 22, 23, 24],
       [0, 1, 2, 3, 4],
@@ -180,6 +180,15 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
 
     const lease = await leaseStep(db, scope, { operationId, owner: 'late', leaseSeconds: 300 });
     expect(lease?.batch).toEqual([...ids(40).slice(10, 20), ...ids(40).slice(25, 30)]);
+
+    // A cursor at a live lease's highest ordinal is behind it too.
+    const edge = await newOperation(10, 3);
+    await db.query('SELECT opspad_write_lease($1, $2, $3, 300)', [edge.operationId, 'early', [4]]);
+    await db.query(`UPDATE assistant_operation SET state_json = jsonb_set(state_json, '{cursor}', '4') WHERE id = $1`, [
+      edge.operationId,
+    ]);
+    const next = await leaseStep(db, edge.scope, { operationId: edge.operationId, owner: 'late', leaseSeconds: 300 });
+    expect(next?.batch).toEqual(ids(10).slice(5, 8));
   });
   it('completes an operation with every item recorded in one statement, and leaves every other case to the transaction', async () => {
     const { db: counted, statements } = counting(db);
@@ -457,6 +466,27 @@ describe.each(ENGINES)('one-round-trip lease and record on %s', (engine) => {
       ['batch_recorded', { completed: 4, failed: 0, already_recorded: 0, lease_conflicts: 0 }],
       ['batch_leased', { count: 4, first_ordinal: 4, last_ordinal: 7 }],
     ]);
+  });
+
+  it('refuses a whole lease whose ordinals only begin and end like the range', async () => {
+    const { scope, operationId } = await newOperation(12, 4);
+    // A lease row of four ordinals from 8 to 11 that holds 5 and 6, not 9 and 10.
+    await db.query(
+      `INSERT INTO assistant_operation_lease (operation_id, owner, ordinals, remaining, expires_at, max_ordinal)
+       VALUES ($1, 'odd', '{8,5,6,11}', 4, now() + interval '5 minutes', 11)`,
+      [operationId],
+    );
+    const before = await itemRows(operationId);
+    const recorded = await recordLeaseStep(db, scope, {
+      operationId,
+      owner: 'odd',
+      ids: [ids(12)[8] as string],
+      reasons: null,
+      whole: 4,
+      leaseSeconds: 300,
+    });
+    expect(recorded).toBeNull();
+    expect(await itemRows(operationId)).toEqual(before);
   });
 
   it('records and leaves the lease to the caller when the lease is not the usual case', async () => {

@@ -22,6 +22,22 @@ export interface RecordedBatch {
   next?: Prefetched;
 }
 
+/**
+ * Whether the outcome completed every item of the batch as leased. The outcome holds each item
+ * of the batch at most once and nothing else (run-handler.ts), so equal counts would do; the ids
+ * are checked anyway, as naming the lease records its items without the server seeing them.
+ */
+export function completedWhole(
+  outcome: Pick<BudgetedOutcome, 'completed' | 'failed'>,
+  leased: readonly string[],
+): boolean {
+  if (outcome.failed.length > 0 || outcome.completed.length !== leased.length || leased.length === 0) {
+    return false;
+  }
+  const batch = new Set(leased);
+  return outcome.completed.every((id) => batch.delete(id));
+}
+
 /** Records the batch; null when the operation was cancelled or deleted meanwhile (nothing to record). */
 export async function recordBatch(
   deps: Pick<RunBatchDeps, 'db' | 'metrics' | 'leaseSeconds'>,
@@ -56,12 +72,8 @@ export async function recordBatch(
           completedIds: outcome.completed,
           failed: outcome.failed,
           owner: args.owner,
-          // Every item of the batch completed (the outcome holds each item of it at most once):
-          // the call names the lease instead of sending its ids.
-          wholeLease:
-            outcome.failed.length === 0 && outcome.completed.length === args.leased.length
-              ? { firstId: args.leased[0] as string }
-              : undefined,
+          // Every item of the batch completed: the call names the lease instead of sending its ids.
+          wholeLease: completedWhole(outcome, args.leased) ? { firstId: args.leased[0] as string } : undefined,
           leaseNext: nextStop
             ? {
                 leaseSeconds: deps.leaseSeconds,

@@ -1,7 +1,8 @@
 /**
  * Applies the committed drizzle-kit migrations in drizzle/, then the server-side functions from
  * their files (sql-functions.ts), those that differ, in one transaction: the journal keeps the
- * history, the files the current text. On Postgres an advisory lock makes concurrent starts
+ * history, the files the current text. A database a newer release has migrated keeps its
+ * functions (sql-functions.ts mayApplyFunctions). On Postgres an advisory lock makes concurrent starts
  * (several API or worker processes) wait for one migrator instead of racing; it is a session
  * lock, so it runs on the direct connection when there is one.
  */
@@ -12,7 +13,12 @@ import { migrate as migratePg } from 'drizzle-orm/node-postgres/migrator';
 import type pg from 'pg';
 import type { Database } from './db.ts';
 import { SESSION_LOCK } from './lock-keys.ts';
-import { functionsToApply, LIST_FUNCTIONS_SQL } from './sql-functions.ts';
+import {
+  functionsToApply,
+  LIST_FUNCTIONS_SQL,
+  mayApplyFunctions,
+  NEWEST_APPLIED_MIGRATION_SQL,
+} from './sql-functions.ts';
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../../drizzle', import.meta.url));
 
@@ -35,8 +41,9 @@ export async function runMigrations(
     ]);
     await migratePglite(drizzlePglite({ client: db.pglite }), { migrationsFolder });
     if (migrationsFolder === MIGRATIONS_FOLDER) {
+      const newest = await db.pglite.query<{ newest: number | null }>(NEWEST_APPLIED_MIGRATION_SQL);
       const { rows } = await db.pglite.query<{ name: string; definition: string }>(LIST_FUNCTIONS_SQL);
-      const stale = functionsToApply(rows);
+      const stale = mayApplyFunctions(newest.rows[0]?.newest ?? null, migrationsFolder) ? functionsToApply(rows) : [];
       if (stale.length > 0) {
         await db.pglite.transaction(async (tx) => {
           for (const file of stale) {
@@ -71,6 +78,10 @@ export async function runMigrations(
 
 /** The functions step on Postgres: the stale function files, in one transaction. */
 async function applyFunctions(client: pg.PoolClient): Promise<void> {
+  const newest = await client.query<{ newest: number | null }>(NEWEST_APPLIED_MIGRATION_SQL);
+  if (!mayApplyFunctions(newest.rows[0]?.newest ?? null, MIGRATIONS_FOLDER)) {
+    return;
+  }
   const { rows } = await client.query<{ name: string; definition: string }>(LIST_FUNCTIONS_SQL);
   const stale = functionsToApply(rows);
   if (stale.length === 0) {

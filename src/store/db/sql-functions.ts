@@ -55,6 +55,30 @@ export function normalizeFunctionDef(text: string): string {
     .replace(/\s+/g, ' ');
 }
 
+/**
+ * The newest migration the database has applied, by the time drizzle records for it (its
+ * journal entry's `when`); null before any.
+ */
+export const NEWEST_APPLIED_MIGRATION_SQL = `SELECT max(created_at)::float8 AS newest FROM drizzle.__drizzle_migrations`;
+
+/** The newest migration of a folder's journal (its entries' `when`). */
+export function newestKnownMigration(migrationsFolder: string): number {
+  const journal = JSON.parse(readFileSync(join(migrationsFolder, 'meta', '_journal.json'), 'utf8')) as {
+    entries: { when: number }[];
+  };
+  return Math.max(...journal.entries.map((entry) => entry.when));
+}
+
+/**
+ * Whether this process's function files may be applied: not when the database has applied a
+ * migration this process does not know. A newer release migrated it, and its functions (their
+ * arguments, the columns they write) are the ones its tables need: a process of an older release
+ * starting beside it must not put its own back.
+ */
+export function mayApplyFunctions(newestApplied: number | null, migrationsFolder: string): boolean {
+  return newestApplied === null || newestApplied <= newestKnownMigration(migrationsFolder);
+}
+
 /** The statement listing the database's opspad functions with their definitions. */
 export const LIST_FUNCTIONS_SQL = `SELECT p.proname AS name, pg_get_functiondef(p.oid) AS definition
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -11,8 +11,8 @@
 -- p_whole: the report is the whole of the caller's lease, completed, named by its size and its
 -- first id (p_ids holds only that): a worker checks its outcome against the batch it leased and
 -- sends neither the ids nor their comparison, a quarter of a record's time at 1,000 items. The
--- lease's ordinals must be a range of that size whose first row is the named id, so the rows
--- are the same as the ids would name; anything else is refused as above.
+-- lease's ordinals must be exactly an ascending range of that size whose first row is the named
+-- id, so the rows are those the ids would name; anything else is refused as above.
 -- Lock order: the report's item rows, then the caller's lease row.
 CREATE OR REPLACE FUNCTION opspad_record_owned(p_operation uuid, p_owner text, p_ids text[], p_reasons text[], p_whole integer DEFAULT NULL::integer, OUT done_completed integer, OUT done_failed integer)
  RETURNS record
@@ -38,7 +38,9 @@ BEGIN
       WHERE i.operation_id = p_operation AND i.ordinal >= owned[1] AND i.ordinal <= owned[p_whole]
         AND i.status = 'pending'
       RETURNING i.ordinal, i.item_id)
+    -- Every row recorded is the lease's ordinal at its place: with the count, the lease is the range.
     SELECT count(*)::integer, 0, coalesce(bool_or(r.ordinal = owned[1] AND r.item_id::text = p_ids[1]), false)
+                                 AND coalesce(bool_and(owned[r.ordinal - owned[1] + 1] = r.ordinal), false)
     INTO done_completed, done_failed, ids_match FROM recorded r;
     IF done_completed <> p_whole OR NOT ids_match THEN
       RAISE EXCEPTION 'not every id of the report was recordable' USING ERRCODE = 'OPS01';
