@@ -1,6 +1,6 @@
 /**
  * What a lane does once its batch is recorded and the record's call leased no next batch
- * (run-batch.ts): the operation as the record left it, and the counts it read, decide.
+ * (run-step.ts): the operation as the record left it, and the counts it read, decide.
  */
 import type { OperationCounts, OperationRecord } from '../../domain/operation.ts';
 

@@ -1,6 +1,6 @@
 /**
  * A batch's items that its time budget cut short, and that have now been leased as often as the
- * handler allows, fail with why (run-batch.ts calls this before recording the batch).
+ * handler allows, fail with why (run-step.ts calls this before recording the batch).
  */
 import { HANDLER_DEFAULTS } from '../../handlers/registry.ts';
 import type { Handler } from '../../handlers/types.ts';

@@ -1,5 +1,5 @@
 /**
- * A batch's record (run-batch.ts): its outcomes through recordResults, timed and traced; when
+ * A batch's record (run-step.ts): its outcomes through recordResults, timed and traced; when
  * the job goes on with its lane (a stop watch for the next batch is given), the same call leases
  * the lane's next batch (opspad_record_lease_step).
  */
